@@ -1,0 +1,3 @@
+from epdoctor.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,92 @@
+"""The `epdoctor` command line.
+
+Each sub-command is a module in epdoctor/commands/ exposing NAME, HELP,
+register(parser) and run(args) -> int. Modules are discovered, so adding a
+command touches no shared file. Command modules import heavy clients
+(paramiko, kubernetes, textual, questionary) only inside run(), which keeps
+`epdoctor --help` and the local diagnose path fast and runnable on a Python
+that has only rich and packaging.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from epdoctor import __version__, exitcodes
+from epdoctor.model import EpdoctorError
+
+# Shown first in --help, in this order; other discovered commands follow.
+ORDER = ["diagnose", "logs", "collect", "explain", "traps", "lint", "plan", "run", "tui"]
+
+
+def _command_modules() -> list[object]:
+    import epdoctor.commands as pkg
+
+    names = [m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")]
+    names.sort(key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
+    return [importlib.import_module(f"epdoctor.commands.{n}") for n in names]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="epdoctor",
+        description=(
+            "Diagnose and bring up MoE expert-parallel all-to-all over AWS EFA "
+            "(DeepEP-V2 / NCCL GIN, vLLM, Dynamo, TensorRT-LLM, SGLang)."
+        ),
+        epilog="Exit codes: 0 no failures, 1 failures found, 2 epdoctor could not run, "
+        "130 interrupted. `epdoctor explain CODE` explains a trap.",
+    )
+    parser.add_argument("--version", action="version", version=f"epdoctor {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for mod in _command_modules():
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)  # type: ignore[attr-defined]
+        mod.register(p)  # type: ignore[attr-defined]
+        p.set_defaults(_run=mod.run)  # type: ignore[attr-defined]
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not argv:
+        # No arguments in a real terminal opens the app when it is installed;
+        # anywhere else (pipes, CI) print help rather than block.
+        if sys.stdin.isatty() and sys.stdout.isatty() and "tui" in _names(parser):
+            argv = ["tui"]
+        else:
+            parser.print_help()
+            return exitcodes.OK
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return exitcodes.ERROR
+    try:
+        return int(args._run(args))
+    except EpdoctorError as exc:
+        print(f"epdoctor: error: {exc}", file=sys.stderr)
+        return exitcodes.ERROR
+    except KeyboardInterrupt:
+        print("epdoctor: interrupted", file=sys.stderr)
+        return exitcodes.INTERRUPTED
+    except BrokenPipeError:
+        # `epdoctor ... | head` closed the pipe: not an error of ours.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return exitcodes.OK
+
+
+def _names(parser: argparse.ArgumentParser) -> set[str]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return set(action.choices)
+    return set()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,185 @@
+"""Load and validate the trap catalogue.
+
+Each trap lives in ``traps/<CODE>.toml``. Codes are stable: a renamed trap
+keeps its code, a removed one is listed in ``redirects.toml`` and its code is
+never reused (ruff's rule-redirect discipline).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from dataclasses import dataclass, field
+from importlib import resources
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on 3.10
+    import tomli as tomllib
+
+# Layer letter -> layer name. The letter is the code prefix (H101, T201, ...).
+LAYERS: dict[str, str] = {
+    "H": "host",
+    "L": "packaging",
+    "N": "plugin",
+    "T": "transport",
+    "D": "deepep",
+    "E": "engine",
+    "K": "kubernetes",
+    "B": "image",
+    "S": "scripts",
+    "M": "benchmark",
+    "C": "config",
+    "F": "fleet",
+}
+
+CODE_RE = re.compile(r"^[A-Z][0-9]{3}$")
+SEVERITIES = ("fail", "warn", "unknown", "info")
+REQUIRED = ("title", "severity", "symptom", "why", "detect")
+
+
+@dataclass(frozen=True)
+class Trap:
+    code: str
+    name: str
+    title: str
+    layer: str
+    severity: str
+    symptom: str
+    why: str
+    detect: str
+    fix_safe: tuple[str, ...] = ()
+    fix_change: tuple[str, ...] = ()
+    fix: str = ""
+    versions: str = ""
+    transports: tuple[str, ...] = ()
+    engines: tuple[str, ...] = ()
+    seeds: tuple[str, ...] = ()
+    references: tuple[str, ...] = ()
+    status: str = "stable"
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def explain_only(self) -> bool:
+        return self.detect.strip().lower().startswith("explain-only")
+
+    def fix_text(self) -> str:
+        """One-paragraph fix for reports: the prose, then what to change."""
+        parts = [self.fix] if self.fix else []
+        if self.fix_change:
+            parts.append("Change: " + "; ".join(self.fix_change))
+        return " ".join(parts).strip()
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "title": self.title,
+            "layer": self.layer,
+            "severity": self.severity,
+            "symptom": self.symptom,
+            "why": self.why,
+            "fix": self.fix,
+            "fix_safe": list(self.fix_safe),
+            "fix_change": list(self.fix_change),
+            "detect": self.detect,
+            "versions": self.versions,
+            "transports": list(self.transports),
+            "engines": list(self.engines),
+            "seeds": list(self.seeds),
+            "references": list(self.references),
+            "status": self.status,
+        }
+
+
+class CatalogueError(ValueError):
+    pass
+
+
+def _tup(data: dict[str, object], key: str) -> tuple[str, ...]:
+    value = data.get(key, ())
+    if isinstance(value, str):
+        return (value,)
+    return tuple(str(v) for v in value)  # type: ignore[union-attr]
+
+
+def parse_trap(code: str, data: dict[str, object]) -> Trap:
+    if not CODE_RE.match(code):
+        raise CatalogueError(f"{code}: a code is one capital letter and three digits")
+    layer = LAYERS.get(code[0])
+    if layer is None:
+        raise CatalogueError(f"{code}: unknown layer letter {code[0]!r}")
+    missing = [k for k in REQUIRED if not str(data.get(k, "")).strip()]
+    if missing:
+        raise CatalogueError(f"{code}: missing {', '.join(missing)}")
+    severity = str(data["severity"])
+    if severity not in SEVERITIES:
+        raise CatalogueError(f"{code}: severity must be one of {SEVERITIES}")
+    fix = data.get("fix", {})
+    if isinstance(fix, str):
+        fix = {"text": fix}
+    if not isinstance(fix, dict):
+        raise CatalogueError(f"{code}: fix must be a table")
+    known = set(REQUIRED) | {
+        "name", "fix", "versions", "transports", "engines", "seeds", "references", "status",
+    }
+    return Trap(
+        code=code,
+        name=str(data.get("name", code.lower())),
+        title=str(data["title"]),
+        layer=layer,
+        severity=severity,
+        symptom=str(data["symptom"]).strip(),
+        why=str(data["why"]).strip(),
+        detect=str(data["detect"]).strip(),
+        fix=str(fix.get("text", "")).strip(),
+        fix_safe=_tup(fix, "safe"),
+        fix_change=_tup(fix, "change"),
+        versions=str(data.get("versions", "")).strip(),
+        transports=_tup(data, "transports"),
+        engines=_tup(data, "engines"),
+        seeds=_tup(data, "seeds"),
+        references=_tup(data, "references"),
+        status=str(data.get("status", "stable")),
+        extra={k: v for k, v in data.items() if k not in known},
+    )
+
+
+@functools.cache
+def _load() -> dict[str, Trap]:
+    traps: dict[str, Trap] = {}
+    folder = resources.files("epdoctor.knowledge") / "traps"
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".toml"):
+            continue
+        code = entry.name[: -len(".toml")]
+        try:
+            data = tomllib.loads(entry.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise CatalogueError(f"{entry.name}: {exc}") from exc
+        traps[code] = parse_trap(code, data)
+    return traps
+
+
+@functools.cache
+def _redirects() -> dict[str, str]:
+    path = resources.files("epdoctor.knowledge") / "redirects.toml"
+    if not path.is_file():
+        return {}
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    return {str(k): str(v) for k, v in data.get("redirects", {}).items()}
+
+
+def all_traps() -> list[Trap]:
+    return list(_load().values())
+
+
+def resolve(code: str) -> str:
+    code = code.strip().upper()
+    return _redirects().get(code, code)
+
+
+def get(code: str) -> Trap:
+    """The trap for a code (following redirects); KeyError when it does not exist."""
+    return _load()[resolve(code)]

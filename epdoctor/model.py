@@ -1,0 +1,125 @@
+"""The shapes that flow through epdoctor: facts, findings, target results.
+
+Everything here is plain data (frozen dataclasses); no layer below reaches
+back up. A fact is either known (with the raw evidence it came from) or
+unknown (with the reason), never a guess.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Status(str, enum.Enum):
+    """Verdict of one check. Ordered by how much it should worry an operator."""
+
+    PASS = "pass"
+    SKIP = "skip"  # not applicable to the chosen transport or stack
+    UNKNOWN = "unknown"  # the evidence could not be seen: never a pass
+    WARN = "warn"
+    FAIL = "fail"
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self]
+
+
+_RANK = {Status.PASS: 0, Status.SKIP: 0, Status.UNKNOWN: 1, Status.WARN: 2, Status.FAIL: 3}
+
+
+@dataclass(frozen=True)
+class Fact(Generic[T]):
+    """One typed fact. `known` is False when the source was absent or unparseable."""
+
+    value: T | None = None
+    known: bool = True
+    reason: str = ""
+    evidence: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, value: T, *evidence: str) -> Fact[T]:
+        return cls(value=value, known=True, evidence=tuple(evidence))
+
+    @classmethod
+    def unknown(cls, reason: str, *evidence: str) -> Fact[Any]:
+        return cls(value=None, known=False, reason=reason, evidence=tuple(evidence))
+
+    def to_json(self) -> Any:
+        if not self.known:
+            return {"unknown": self.reason}
+        return _jsonable(self.value)
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if hasattr(value, "__dataclass_fields__"):
+        return {k: _jsonable(getattr(value, k)) for k in value.__dataclass_fields__}
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What one check concluded, tied to a trap code in the catalogue."""
+
+    code: str
+    status: Status
+    title: str
+    evidence: tuple[str, ...] = ()
+    fix: str = ""
+    target: str = ""
+
+    @property
+    def severity(self) -> str:
+        return self.status.value
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "severity": self.status.value,
+            "title": self.title,
+            "evidence": list(self.evidence),
+            "fix": self.fix,
+            "target": self.target,
+        }
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    """Where a diagnosis came from: kind is local, ssh, pod, bundle or job."""
+
+    name: str
+    kind: str
+    detail: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, **self.detail}
+
+
+@dataclass
+class TargetResult:
+    """One target's diagnosis, or the error that stopped it."""
+
+    target: TargetInfo
+    facts: dict[str, Any] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    error: str | None = None
+    elapsed_s: float | None = None
+
+    def worst(self) -> Status:
+        ranks = [f.status for f in self.findings]
+        return max(ranks, key=lambda s: s.rank, default=Status.PASS)
+
+
+class EpdoctorError(Exception):
+    """epdoctor itself could not do what was asked (exit code 2)."""

@@ -1,0 +1,1 @@
+"""Scripts that run on a target node. They are data to epdoctor: read with importlib.resources."""

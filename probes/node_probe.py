@@ -1,0 +1,724 @@
+#!/usr/bin/env python3
+"""epdoctor node probe: gather everything epdoctor needs from one node in ONE run.
+
+Self-contained on purpose: python3 standard library only (3.6+), nothing to
+install on the target. It is fed on stdin (`python3 - ARGS`) by every epdoctor
+target (local, SSH, Kubernetes exec) and prints one JSON document on stdout.
+
+Read-only: it opens files for reading, lists directories and runs read-only
+commands (nvidia-smi, ldconfig -p, fi_info, dpkg-query/rpm). Every command has
+its own timeout and the whole probe a deadline, so one wedged tool cannot hang
+it. A missing tool is recorded as missing, not as an error. Secrets in
+environment values are redacted here, at the source, so they never leave the
+node.
+"""
+
+import glob
+import json
+import mmap
+import os
+import re
+import struct
+import subprocess
+import sys
+import time
+
+PROBE_VERSION = 1
+START = time.time()
+DEADLINE = [START + 60.0]
+
+# ---------------------------------------------------------------- helpers ---
+
+
+def left():
+    return max(0.5, DEADLINE[0] - time.time())
+
+
+def run(argv, timeout=10.0):
+    """Run a read-only command; never raises. Missing tools give missing=True."""
+    timeout = min(timeout, left())
+    t0 = time.time()
+    try:
+        p = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+        )
+    except (OSError, ValueError) as exc:
+        return {"argv": argv, "missing": True, "error": str(exc)}
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        return {
+            "argv": argv,
+            "timeout": True,
+            "rc": None,
+            "stdout": _text(out)[-200000:],
+            "stderr": _text(err)[-4000:],
+            "elapsed_s": round(time.time() - t0, 3),
+        }
+    return {
+        "argv": argv,
+        "rc": p.returncode,
+        "stdout": _text(out)[-400000:],
+        "stderr": _text(err)[-4000:],
+        "elapsed_s": round(time.time() - t0, 3),
+    }
+
+
+def _text(b):
+    return b.decode("utf-8", "replace") if isinstance(b, bytes) else (b or "")
+
+
+def read(path, limit=262144):
+    """File text, or None when absent/unreadable (with the reason in errors)."""
+    try:
+        with open(path, "rb") as f:
+            return _text(f.read(limit))
+    except OSError as exc:
+        ERRORS[path] = exc.strerror or str(exc)
+        return None
+
+
+def listdir(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError as exc:
+        ERRORS[path] = exc.strerror or str(exc)
+        return None
+
+
+ERRORS = {}
+
+
+def which(name, extra_dirs=()):
+    dirs = os.environ.get("PATH", "").split(os.pathsep) + list(extra_dirs)
+    for d in dirs:
+        p = os.path.join(d, name)
+        if d and os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    return None
+
+
+# -------------------------------------------------------------- redaction ---
+
+SECRET_NAME = re.compile(r"(?i)(token|secret|passw(or)?d|passwd|credential|api[_-]?key|(^|_)key($|_))")
+SECRET_VALUE = [
+    re.compile(r"hf_[A-Za-z0-9]{20,}"),
+    re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"),
+    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{16,}"),
+    re.compile(r"(://[^/\s:@]+:)[^@\s/]+@"),
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
+]
+
+
+def redact_value(value):
+    for rx in SECRET_VALUE:
+        if rx.groups:
+            value = rx.sub(lambda m: m.group(1) + "[REDACTED]", value)
+        else:
+            value = rx.sub("[REDACTED]", value)
+    return value
+
+
+def redact_env(env):
+    out = {}
+    for k, v in env.items():
+        out[k] = "[REDACTED]" if SECRET_NAME.search(k) else redact_value(v)
+    return out
+
+
+# Only the environment that can matter to this stack leaves the node.
+ENV_PREFIXES = (
+    "NCCL_", "OFI_", "FI_", "EP_", "DEEP_EP", "VLLM_", "TRTLLM_", "TLLM_", "NVSHMEM_", "CUDA",
+    "NVIDIA_", "LD_", "HF_", "HUGGING", "PYTHON", "TORCH", "SGLANG", "SGL_", "DYN_", "GDRCOPY",
+    "UCX_", "RDMAV_", "MASTER_", "AWS_", "KUBERNETES_", "NV_",
+)
+ENV_NAMES = ("PATH", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK", "HOSTNAME", "HOME")
+
+
+def pick_env(env):
+    keep = {}
+    for k, v in env.items():
+        if k.startswith(ENV_PREFIXES) or k in ENV_NAMES:
+            keep[k] = v
+    return redact_env(keep)
+
+
+# ------------------------------------------------------------------- ELF ---
+
+PLUGIN_SYM = re.compile(r"^nccl(Net|Gin|Rma|Tuner|CollNet|Profiler|Env)Plugin_v\d+$")
+NCCL_SYMS = ("ncclGetLsaDevicePointer", "ncclDevCommCreate", "ncclGetVersion", "ncclCommWindowRegister")
+
+
+def elf_dynsyms(path):
+    """Names of defined dynamic symbols, read from the ELF file (no binutils needed)."""
+    with open(path, "rb") as f:
+        ident = f.read(16)
+        if ident[:4] != b"\x7fELF":
+            raise ValueError("not an ELF file")
+        is64 = ident[4] == 2
+        end = "<" if ident[5] == 1 else ">"
+        if is64:
+            hdr = struct.unpack(end + "HHIQQQIHHHHHH", f.read(48))
+            shoff, shentsize, shnum = hdr[5], hdr[10], hdr[11]
+        else:
+            hdr = struct.unpack(end + "HHIIIIIHHHHHH", f.read(36))
+            shoff, shentsize, shnum = hdr[5], hdr[10], hdr[11]
+        sections = []
+        for i in range(shnum):
+            f.seek(shoff + i * shentsize)
+            raw = f.read(shentsize)
+            if is64:
+                s = struct.unpack(end + "IIQQQQIIQQ", raw[:64])
+                sections.append((s[1], s[4], s[5], s[6], s[9]))  # type, offset, size, link, entsize
+            else:
+                s = struct.unpack(end + "IIIIIIIIII", raw[:40])
+                sections.append((s[1], s[4], s[5], s[6], s[9]))
+        names = []
+        for stype, off, size, link, entsize in sections:
+            if stype != 11 or not entsize:  # SHT_DYNSYM
+                continue
+            _, stroff, strsize, _, _ = sections[link]
+            f.seek(stroff)
+            strtab = f.read(strsize)
+            f.seek(off)
+            data = f.read(size)
+            for j in range(0, size - entsize + 1, entsize):
+                ent = data[j : j + entsize]
+                if is64:
+                    name_off, info, _, shndx = struct.unpack(end + "IBBH", ent[:8])
+                else:
+                    name_off, _, _, info, _, shndx = struct.unpack(end + "IIIBBH", ent[:16])
+                if shndx == 0:  # undefined: imported, not exported
+                    continue
+                if (info >> 4) not in (1, 2):  # STB_GLOBAL, STB_WEAK
+                    continue
+                e = strtab.find(b"\0", name_off)
+                names.append(strtab[name_off:e].decode("ascii", "replace"))
+        return names
+
+
+def scan_bytes(path, patterns):
+    """Search a (possibly large) binary with mmap; returns {name: first match or None}."""
+    found = {}
+    with open(path, "rb") as f:
+        try:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except (ValueError, OSError):
+            return {k: None for k in patterns}
+        try:
+            for key, rx in patterns.items():
+                m = rx.search(mm)
+                found[key] = _text(m.group(0)) if m else None
+        finally:
+            mm.close()
+    return found
+
+
+NCCL_VERSION_RX = re.compile(rb"NCCL version \d+\.\d+\.\d+[+\w.]*")
+GDR_MISSING = re.compile(rb"GDRCopy support not available at compile time")
+OFI_VERSION_RX = re.compile(rb"aws-ofi-nccl[ -]v?\d+\.\d+\.\d+[\w.-]*")
+NVSHMEM_RX = re.compile(rb"NVSHMEM v\d+\.\d+\.\d+")
+
+
+def describe_lib(path, kind):
+    info = {"path": path, "kind": kind}
+    try:
+        real = os.path.realpath(path)
+        info["realpath"] = real
+        info["size"] = os.path.getsize(real)
+    except OSError as exc:
+        info["error"] = str(exc)
+        return info
+    try:
+        syms = elf_dynsyms(real)
+        if kind == "nccl":
+            info["symbols"] = [s for s in NCCL_SYMS if s in set(syms)]
+            info["nccl_exports"] = sum(1 for s in syms if s.startswith("nccl"))
+        elif kind == "plugin":
+            info["symbols"] = sorted(s for s in syms if PLUGIN_SYM.match(s))
+        else:
+            info["symbol_count"] = len(syms)
+    except (OSError, ValueError, struct.error, IndexError) as exc:
+        info["elf_error"] = str(exc)
+    pats = {}
+    if kind == "nccl":
+        pats["version"] = NCCL_VERSION_RX
+    elif kind == "plugin":
+        pats["gdrcopy_missing"] = GDR_MISSING
+        pats["version"] = OFI_VERSION_RX
+    elif kind == "nvshmem":
+        pats["version"] = NVSHMEM_RX
+    if pats and left() > 2:
+        try:
+            info.update(scan_bytes(real, pats))
+        except OSError as exc:
+            info["scan_error"] = str(exc)
+    return info
+
+
+# ------------------------------------------------------------- collectors ---
+
+
+def system():
+    u = os.uname()
+    out = {
+        "hostname": u.nodename,
+        "kernel": u.release,
+        "machine": u.machine,
+        "os_release": read("/etc/os-release"),
+        "product_name": (read("/sys/class/dmi/id/product_name") or "").strip() or None,
+        "sys_vendor": (read("/sys/class/dmi/id/sys_vendor") or "").strip() or None,
+        "cpu_count": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "euid": os.geteuid(),
+        "in_container": os.path.exists("/.dockerenv")
+        or bool(os.environ.get("KUBERNETES_SERVICE_HOST")),
+    }
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+        out["memlock"] = {"soft": soft, "hard": hard, "unlimited": resource.RLIM_INFINITY}
+    except (ImportError, ValueError, OSError):
+        out["memlock"] = None
+    out["hugepages"] = {
+        d: (read("/sys/kernel/mm/hugepages/%s/nr_hugepages" % d) or "").strip()
+        for d in (listdir("/sys/kernel/mm/hugepages") or [])
+    }
+    return out
+
+
+def gpus():
+    smi = which("nvidia-smi", ["/usr/local/nvidia/bin", "/usr/bin"])
+    out = {"nvidia_smi_path": smi}
+    if smi:
+        out["query"] = run(
+            [smi, "--query-gpu=index,name,driver_version,compute_cap,pci.bus_id,memory.total",
+             "--format=csv,noheader"],
+            timeout=20,
+        )
+    out["proc_version"] = read("/proc/driver/nvidia/version")
+    out["proc_params"] = read("/proc/driver/nvidia/params")
+    modprobe = {}
+    for p in sorted(glob.glob("/etc/modprobe.d/*.conf")) + sorted(glob.glob("/lib/modprobe.d/*.conf")):
+        text = read(p, 65536)
+        if text and "nvidia" in text:
+            modprobe[p] = text
+    out["modprobe_d"] = modprobe
+    return out
+
+
+MODULES = ("nvidia", "nvidia_peermem", "efa", "efa_nv_peermem", "gdrdrv", "ib_core", "ib_uverbs")
+
+
+def modules():
+    out = {}
+    for m in MODULES:
+        base = "/sys/module/" + m
+        out[m] = {
+            "present": os.path.isdir(base),
+            "version": ((read(base + "/version") or "").strip() or None)
+            if os.path.isdir(base)
+            else None,
+        }
+    out["proc_modules"] = read("/proc/modules")
+    return out
+
+
+COUNTERS = (
+    "tx_bytes", "rx_bytes", "rdma_write_bytes", "rdma_read_bytes", "rdma_write_recv_bytes",
+    "rdma_read_resp_bytes", "send_bytes", "recv_bytes", "retrans_pkts", "retrans_timeout_events",
+    "unresponsive_remote_events", "impaired_remote_conn_events", "rx_drops",
+)
+
+
+def rdma_devices():
+    out = {"dev_gdrdrv": os.path.exists("/dev/gdrdrv"), "dev_infiniband": listdir("/dev/infiniband")}
+    devs = {}
+    for name in listdir("/sys/class/infiniband") or []:
+        base = "/sys/class/infiniband/" + name
+        drv = None
+        try:
+            drv = os.path.basename(os.path.realpath(base + "/device/driver"))
+        except OSError:
+            pass
+        ports = {}
+        for port in listdir(base + "/ports") or []:
+            pbase = "%s/ports/%s" % (base, port)
+            hc_dir = pbase + "/hw_counters"
+            names = listdir(hc_dir) if os.path.isdir(hc_dir) else None
+            values = {}
+            for c in names or []:
+                if c in COUNTERS:
+                    v = (read(hc_dir + "/" + c) or "").strip()
+                    values[c] = v
+            ports[port] = {
+                "rate": (read(pbase + "/rate") or "").strip() or None,
+                "state": (read(pbase + "/state") or "").strip() or None,
+                "link_layer": (read(pbase + "/link_layer") or "").strip() or None,
+                "hw_counters": names,
+                "counters": values,
+            }
+        devs[name] = {
+            "driver": drv,
+            "driver_version": (read(base + "/device/driver/module/version") or "").strip() or None,
+            "p2p": (read(base + "/device/p2p") or "").strip() if os.path.exists(base + "/device/p2p") else None,
+            "hw_ver": (read(base + "/hw_rev") or "").strip() or None,
+            "ports": ports,
+        }
+    out["devices"] = devs
+    return out
+
+
+EFA_BIN = ("/opt/amazon/efa/bin",)
+
+
+def efa_userspace():
+    out = {"installed_packages": read("/opt/amazon/efa_installed_packages")}
+    fi = which("fi_info", EFA_BIN)
+    out["fi_info_path"] = fi
+    if fi:
+        out["fi_info_version"] = run([fi, "--version"], timeout=10)
+        out["fi_info_efa"] = run([fi, "-p", "efa"], timeout=15)
+    pkgs = {}
+    if which("dpkg-query"):
+        pkgs["dpkg"] = run(
+            ["dpkg-query", "-W", "-f=${Package} ${Version}\\n", "libfabric*", "libnccl*", "*gdrcopy*",
+             "libgdrapi*", "efa*", "rdma-core", "ibverbs-providers", "libnccl-ofi*", "*nvshmem*"],
+            timeout=15,
+        )
+    if which("rpm"):
+        pkgs["rpm"] = run(["rpm", "-qa", "--qf", "%{NAME} %{VERSION}-%{RELEASE}\\n"], timeout=20)
+    out["packages"] = pkgs
+    return out
+
+
+PLUGIN_DIRS = (
+    "/opt/amazon/ofi-nccl/lib",
+    "/opt/amazon/ofi-nccl/lib64",
+    "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu",
+    "/opt/amazon/aws-ofi-nccl/lib",
+    "/opt/aws-ofi-nccl/lib",
+    "/usr/local/lib",
+    "/usr/lib/x86_64-linux-gnu",
+)
+PLUGIN_NAME = re.compile(r"^libnccl-(net|gin|ofi|tuner|net-ofi|net-aws-ofi|tuner-aws-ofi|tuner-ofi|ofi-tuner)[\w.-]*\.so")
+
+
+def resolve_plugin_name(value, env):
+    """Where NCCL would look for NCCL_NET_PLUGIN=value (bare names: X, then libnccl-net-X.so)."""
+    if "/" in value:
+        return [value]
+    cands = [value, "libnccl-net-%s.so" % value]
+    dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d] + list(PLUGIN_DIRS)
+    return [os.path.join(d, c) for c in cands for d in dirs if os.path.exists(os.path.join(d, c))]
+
+
+def plugins(env):
+    seen = {}
+    for d in PLUGIN_DIRS:
+        for name in listdir(d) or []:
+            if PLUGIN_NAME.match(name):
+                seen.setdefault(os.path.join(d, name), "dir")
+    requested = {}
+    for var in ("NCCL_NET_PLUGIN", "NCCL_GIN_PLUGIN", "NCCL_TUNER_PLUGIN"):
+        if env.get(var):
+            paths = resolve_plugin_name(env[var], env)
+            requested[var] = {"value": env[var], "resolved": paths}
+            for p in paths:
+                seen.setdefault(p, var)
+    libs = []
+    done = set()
+    for path in sorted(seen):
+        real = os.path.realpath(path)
+        if real in done:
+            libs.append({"path": path, "realpath": real, "alias_of": real})
+            continue
+        done.add(real)
+        libs.append(describe_lib(path, "plugin"))
+    return {"dirs": {d: listdir(d) for d in PLUGIN_DIRS if os.path.isdir(d)}, "libs": libs,
+            "requested": requested}
+
+
+LIB_DIRS = (
+    "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu", "/usr/local/lib",
+    "/usr/local/cuda/lib64", "/usr/local/nccl/lib", "/opt/nccl/lib", "/opt/nccl/build/lib",
+    "/opt/amazon/efa/lib", "/opt/amazon/efa/lib64", "/usr/local/nvidia/lib64", "/opt/gdrcopy/lib",
+    "/usr/local/gdrcopy/lib",
+)
+LIB_KINDS = (
+    ("nccl", re.compile(r"^libnccl\.so\.2(\.\d+)*$")),
+    ("gdrapi", re.compile(r"^libgdrapi\.so(\.\d+)*$")),
+    ("nvshmem", re.compile(r"^libnvshmem_host\.so(\.\d+)*$")),
+    ("fabric", re.compile(r"^libfabric\.so(\.\d+)*$")),
+)
+
+
+def site_packages_dirs(pythons):
+    dirs = []
+    for prefix in pythons:
+        for pat in ("lib/python3*/site-packages", "lib/python3*/dist-packages", "local/lib/python3*/dist-packages"):
+            dirs.extend(glob.glob(os.path.join(prefix, pat)))
+    dirs.extend(glob.glob("/usr/lib/python3/dist-packages"))
+    out = []
+    for d in dirs:
+        r = os.path.realpath(d)
+        if r not in out and os.path.isdir(r):
+            out.append(r)
+    return out
+
+
+def libraries(env, sp_dirs):
+    dirs = list(LIB_DIRS)
+    for var in ("LD_LIBRARY_PATH",):
+        dirs += [d for d in env.get(var, "").split(":") if d]
+    for var in ("NCCL_HOME", "EP_NCCL_ROOT_DIR", "NCCL_DIR", "NCCL_ROOT"):
+        if env.get(var):
+            dirs += [os.path.join(env[var], "lib"), os.path.join(env[var], "lib64"), env[var]]
+    for sp in sp_dirs:
+        dirs += [os.path.join(sp, "nvidia", sub, "lib") for sub in ("nccl", "nvshmem", "gdrcopy")]
+        dirs += [os.path.join(sp, "torch", "lib"), os.path.join(sp, "nccl", "ep", "lib")]
+    files = {}
+    seen_dirs = set()
+    for d in dirs:
+        rd = os.path.realpath(d)
+        if rd in seen_dirs or not os.path.isdir(rd):
+            continue
+        seen_dirs.add(rd)
+        for name in listdir(rd) or []:
+            for kind, rx in LIB_KINDS:
+                if rx.match(name):
+                    files.setdefault(os.path.join(d, name), kind)
+    libs = []
+    described = {}
+    for path in sorted(files):
+        real = os.path.realpath(path)
+        if real in described:
+            libs.append({"path": path, "kind": files[path], "realpath": real, "alias_of": real})
+            continue
+        described[real] = True
+        libs.append(describe_lib(path, files[path]))
+    ld = which("ldconfig", ["/sbin", "/usr/sbin"])
+    return {
+        "ldconfig": run([ld, "-p"], timeout=10) if ld else {"missing": True},
+        "libs": libs,
+        "ld_so_conf_d": {p: read(p, 4096) for p in sorted(glob.glob("/etc/ld.so.conf.d/*.conf"))},
+    }
+
+
+PYTHON_DISTS = re.compile(
+    r"^(torch|nvidia[-_]nccl[-_]cu\d+|nvidia[-_]nvshmem[-_]cu\d+|nccl4py|vllm|deep[-_]ep|"
+    r"tensorrt[-_]llm|sglang|ai[-_]dynamo([-_]runtime)?|nixl|flashinfer[-_]python|triton|"
+    r"nvidia[-_]gdrcopy[-_]cu\d+|transformers|deep[-_]gemm|uccl)$",
+    re.I,
+)
+
+
+def python_prefixes(env):
+    prefixes = [sys.prefix, sys.base_prefix]
+    for d in env.get("PATH", "").split(os.pathsep):
+        if d.endswith("/bin") and (os.path.exists(os.path.join(d, "python3")) or os.path.exists(os.path.join(d, "python"))):
+            prefixes.append(d[: -len("/bin")] or "/")
+    for pat in ("/opt/*/venv", "/opt/*/.venv", "/opt/venv", "/opt/conda", "/opt/conda/envs/*",
+                "/usr/local", "/usr", "/root/.venv", "/workspace/.venv", "/app/.venv"):
+        prefixes.extend(glob.glob(pat))
+    out = []
+    for p in prefixes:
+        r = os.path.realpath(p)
+        if r not in out and os.path.isdir(os.path.join(r, "lib")):
+            out.append(r)
+    return out
+
+
+def python_stacks(sp_dirs):
+    stacks = []
+    for sp in sp_dirs:
+        dists = {}
+        for name in listdir(sp) or []:
+            if not name.endswith((".dist-info", ".egg-info")):
+                continue
+            meta_name = "METADATA" if name.endswith(".dist-info") else "PKG-INFO"
+            meta = read(os.path.join(sp, name, meta_name), 8192)
+            if not meta:
+                continue
+            m_name = re.search(r"^Name:\s*(.+)$", meta, re.M)
+            m_ver = re.search(r"^Version:\s*(.+)$", meta, re.M)
+            if not m_name or not m_ver or not PYTHON_DISTS.match(m_name.group(1).strip()):
+                continue
+            entry = {"version": m_ver.group(1).strip(), "dist_info": name}
+            direct = read(os.path.join(sp, name, "direct_url.json"), 8192)
+            if direct:
+                try:
+                    entry["direct_url"] = json.loads(direct).get("url")
+                except ValueError:
+                    pass
+            dists[m_name.group(1).strip()] = entry
+        extra = {}
+        de = os.path.join(sp, "deep_ep")
+        if os.path.isdir(de):
+            extra["deep_ep_dir"] = de
+            extra["deep_ep_fork_markers"] = grep_tree(de, ("EP_HYBRID_KERNEL", "capping num_allocated_qps"))
+        for pth in glob.glob(os.path.join(sp, "*.pth")) + glob.glob(os.path.join(sp, "*.egg-link")):
+            text = read(pth, 4096) or ""
+            if "DeepEP" in text or "deep_ep" in text.lower():
+                extra.setdefault("deep_ep_paths", []).append(text.strip())
+        if dists or extra:
+            stacks.append({"site_packages": sp, "dists": dists, "extra": extra})
+    return stacks
+
+
+def grep_tree(root, needles, max_files=400):
+    hits = {}
+    n = 0
+    for dirpath, _, files in os.walk(root):
+        for fn in files:
+            if not fn.endswith(".py"):
+                continue
+            n += 1
+            if n > max_files:
+                return hits
+            text = read(os.path.join(dirpath, fn), 1 << 20) or ""
+            for nd in needles:
+                if nd in text:
+                    hits.setdefault(nd, os.path.join(dirpath, fn))
+    return hits
+
+
+def deepep_sources():
+    """In-pod DeepEP builds (setup.py build_ext --inplace) live outside site-packages."""
+    out = {}
+    for d in ("/opt/DeepEP", "/workspace/DeepEP", "/opt/deepep", "/DeepEP"):
+        if not os.path.isdir(d):
+            continue
+        git = read(os.path.join(d, ".git", "config"), 8192) or ""
+        m = re.search(r"url\s*=\s*(\S+)", git)
+        out[d] = {
+            "remote": m.group(1) if m else None,
+            "head": (read(os.path.join(d, ".git", "HEAD"), 256) or "").strip() or None,
+            "built": bool(glob.glob(os.path.join(d, "deep_ep", "*.so")) or glob.glob(os.path.join(d, "*.so"))),
+            "markers": grep_tree(os.path.join(d, "deep_ep"), ("EP_HYBRID_KERNEL", "capping num_allocated_qps")),
+        }
+    return out
+
+
+def nccl_conf(env):
+    out = {}
+    for p in ("/etc/nccl.conf", os.path.expanduser("~/.nccl.conf"), env.get("NCCL_CONF_FILE") or ""):
+        if p:
+            text = read(p, 65536)
+            if text is not None:
+                out[p] = "\n".join(
+                    (k + "=" + ("[REDACTED]" if SECRET_NAME.search(k) else redact_value(v)))
+                    if "=" in line and not line.lstrip().startswith("#")
+                    else line
+                    for line in text.splitlines()
+                    for k, _, v in [line.partition("=")]
+                )
+    return out
+
+
+MAP_RX = re.compile(r"(libnccl[\w.-]*\.so[\w.]*|libfabric\.so[\w.]*|libgdrapi\.so[\w.]*|libnvshmem[\w.-]*\.so[\w.]*|libefa\.so[\w.]*|libibverbs\.so[\w.]*|libnccl_ep\.so[\w.]*|_C\.[\w.-]*\.so)$")
+
+
+def process(pid):
+    base = "/proc/%d" % pid
+    maps = read(base + "/maps", 16 << 20)
+    out = {"pid": pid, "exists": os.path.isdir(base)}
+    if maps is not None:
+        libs = []
+        for line in maps.splitlines():
+            parts = line.split(None, 5)
+            if len(parts) == 6 and MAP_RX.search(parts[5]) and parts[5] not in libs:
+                libs.append(parts[5])
+        out["mapped"] = libs
+    raw_env = read(base + "/environ", 1 << 20)
+    if raw_env is not None:
+        env = dict(kv.partition("=")[::2] for kv in raw_env.split("\0") if "=" in kv)
+        out["env"] = pick_env(env)
+    cmd = read(base + "/cmdline", 65536)
+    if cmd is not None:
+        out["cmdline"] = [redact_value(a) for a in cmd.split("\0") if a]
+    return out
+
+
+def nccl_pids():
+    pids = []
+    for d in listdir("/proc") or []:
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        maps = None
+        try:
+            with open("/proc/%s/maps" % d, "rb") as f:
+                maps = f.read(32 << 20)
+        except OSError:
+            continue
+        if b"libnccl" in maps:
+            pids.append(int(d))
+    ERRORS.pop("/proc", None)
+    return pids[:64]
+
+
+# ------------------------------------------------------------------- main ---
+
+
+def main(argv):
+    pids, all_pids = [], False
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--pid" and i + 1 < len(argv):
+            pids.append(int(argv[i + 1]))
+            i += 1
+        elif a == "--all-pids":
+            all_pids = True
+        elif a == "--deadline" and i + 1 < len(argv):
+            DEADLINE[0] = START + float(argv[i + 1])
+            i += 1
+        i += 1
+    env = dict(os.environ)
+    sections = {}
+    timings = {}
+
+    def section(name, fn, *args):
+        t0 = time.time()
+        try:
+            sections[name] = fn(*args)
+        except Exception as exc:  # a probe bug in one section must not lose the rest
+            sections[name] = {"probe_error": "%s: %s" % (type(exc).__name__, exc)}
+        timings[name] = round(time.time() - t0, 3)
+
+    section("system", system)
+    section("gpus", gpus)
+    section("modules", modules)
+    section("rdma", rdma_devices)
+    section("efa", efa_userspace)
+    section("plugins", plugins, env)
+    prefixes = python_prefixes(env)
+    sp_dirs = site_packages_dirs(prefixes)
+    section("libraries", libraries, env, sp_dirs)
+    section("python", python_stacks, sp_dirs)
+    section("deepep_src", deepep_sources)
+    section("nccl_conf", nccl_conf, env)
+    sections["env"] = pick_env(env)
+    if all_pids:
+        pids = pids + [p for p in nccl_pids() if p not in pids]
+    section("processes", lambda: [process(p) for p in pids])
+    doc = {
+        "probe": "epdoctor-node-probe",
+        "probe_version": PROBE_VERSION,
+        "started": START,
+        "elapsed_s": round(time.time() - START, 3),
+        "deadline_hit": time.time() >= DEADLINE[0],
+        "timings": timings,
+        "errors": {k: v for k, v in ERRORS.items() if not k.startswith("/proc/")},
+        "sections": sections,
+    }
+    sys.stdout.write(json.dumps(doc, sort_keys=True))
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
