@@ -1,0 +1,108 @@
+"""The diagnose pipeline: targets -> probe output -> facts -> checks -> findings.
+
+``diagnose_many`` fans out over targets with a bounded pool and a per-target
+deadline, so one dead host never stalls the rest: its failure becomes that
+target's error line.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from epdoctor.checks import load_all
+from epdoctor.checks.base import Context, run_checks
+from epdoctor.facts.node import NodeFacts, build_node_facts
+from epdoctor.facts.probe_doc import ProbeDocError, load_probe_doc
+from epdoctor.model import TargetResult
+from epdoctor.targets.base import ProbeOptions, Target, TargetError
+
+Progress = Callable[[Target, str], None]  # (target, state) with state in start/done/error
+
+
+@dataclass
+class Diagnosis:
+    """One target's result plus what it was built from (for bundles and drift)."""
+
+    result: TargetResult
+    node: NodeFacts | None = None
+    probe_doc: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def diagnose_target(target: Target, ctx: Context, options: ProbeOptions) -> Diagnosis:
+    load_all()
+    t0 = time.monotonic()
+    try:
+        out = target.run_probe(options)
+        doc = load_probe_doc(out.stdout, out.stderr, out.exit_code)
+    except (TargetError, ProbeDocError) as exc:
+        return Diagnosis(
+            TargetResult(target.info, error=str(exc), elapsed_s=time.monotonic() - t0)
+        )
+    node = build_node_facts(doc)
+    findings = [
+        _with_target(f, target.info.name) for f in run_checks(node, ctx, domain="node")
+    ]
+    result = TargetResult(
+        target=target.info,
+        facts=node.summary(),
+        findings=findings,
+        elapsed_s=time.monotonic() - t0,
+    )
+    return Diagnosis(result, node=node, probe_doc=doc)
+
+
+def _with_target(f: Any, name: str) -> Any:
+    from dataclasses import replace
+
+    return replace(f, target=name)
+
+
+def diagnose_many(
+    targets: Sequence[Target],
+    ctx: Context,
+    options: ProbeOptions,
+    parallel: int = 16,
+    progress: Progress | None = None,
+) -> list[Diagnosis]:
+    """Diagnose every target concurrently; results keep the targets' order."""
+    if len(targets) == 1:
+        return [_one(targets[0], ctx, options, progress)]
+    results: dict[int, Diagnosis] = {}
+    pool = cf.ThreadPoolExecutor(max_workers=max(1, min(parallel, len(targets))))
+    try:
+        futs = {pool.submit(_one, t, ctx, options, progress): i for i, t in enumerate(targets)}
+        for fut in cf.as_completed(futs):
+            results[futs[fut]] = fut.result()
+    except KeyboardInterrupt:
+        for t in targets:
+            _close_quietly(t)
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return [results[i] for i in range(len(targets))]
+
+
+def _one(target: Target, ctx: Context, options: ProbeOptions, progress: Progress | None) -> Diagnosis:
+    if progress:
+        progress(target, "start")
+    try:
+        diag = diagnose_target(target, ctx, options)
+    except Exception as exc:  # a bug for one target must not lose the others
+        diag = Diagnosis(TargetResult(target.info, error=f"{type(exc).__name__}: {exc}"))
+    finally:
+        _close_quietly(target)
+    if progress:
+        progress(target, "error" if diag.result.error else "done")
+    return diag
+
+
+def _close_quietly(target: Target) -> None:
+    try:
+        target.close()
+    except Exception:
+        pass
