@@ -1,0 +1,331 @@
+"""The lint framework: recipe-folder discovery, linters keyed by file kind, suppressions.
+
+A linter is a function ``(file, ctx) -> Iterable[LintFinding]`` registered for a
+file *kind* with a *matcher* that decides which files are of that kind::
+
+    register_linter("manifest", yaml_manifest_matcher, lint_manifest)
+
+Linter modules live in this package and register themselves on import;
+``load_linters()`` imports every module here, so adding a file kind touches
+no shared file. A file may be of several kinds (a YAML file is a manifest;
+an ``.env`` file is an env file); every matching linter runs on it.
+
+Suppressions are per line and need a reason::
+
+    RUN pip install x  # epdoctor: ignore[B404] re-pinned again in the next layer
+
+A suppression comment on a comment-only line applies to the next line too,
+which is the only form a Dockerfile allows (it has no trailing comments).
+A suppression without a reason suppresses nothing and is itself a finding
+(S400), so every silenced rule carries its justification in the file.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import pkgutil
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from epdoctor import knowledge
+
+# Folders no recipe keeps its files in; walking them would only cost time.
+SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".venv",
+        "venv",
+        "node_modules",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".tox",
+        "build",
+        "dist",
+    }
+)
+MAX_FILE_BYTES = 2_000_000  # a recipe file bigger than this is data, not a recipe
+SUPPRESSION_CODE = "S400"
+
+_SUPPRESS_RE = re.compile(r"#\s*epdoctor:\s*ignore\[([A-Za-z0-9_,\s]+)\]\s*(.*)$")
+
+
+@dataclass(frozen=True)
+class LintFinding:
+    """One rule hit at a place in a file. `path` is relative to the folder linted."""
+
+    path: str
+    line: int
+    code: str
+    message: str
+    column: int = 1
+    severity: str = ""  # default: the catalogue's severity for the code
+    suppressed: str | None = None  # the suppression's reason when silenced in-source
+
+    def level(self) -> str:
+        if self.severity:
+            return self.severity
+        try:
+            return knowledge.get(self.code).severity
+        except KeyError:
+            return "warn"
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "code": self.code,
+            "severity": self.level(),
+            "message": self.message,
+        }
+        if self.suppressed is not None:
+            out["suppressed"] = self.suppressed
+        return out
+
+
+@dataclass
+class RecipeFile:
+    """A file found in a recipe folder; text is read once, on first use."""
+
+    path: Path
+    rel: str
+    kinds: tuple[str, ...] = ()
+    _text: str | None = field(default=None, repr=False)
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = self.path.read_text(encoding="utf-8", errors="replace")
+        return self._text
+
+    @property
+    def lines(self) -> list[str]:
+        return self.text.splitlines()
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+@dataclass
+class LintContext:
+    """What a linter may need beyond its own file: the folder and its other files."""
+
+    root: Path
+    files: list[RecipeFile]
+
+    def of_kind(self, kind: str) -> list[RecipeFile]:
+        return [f for f in self.files if kind in f.kinds]
+
+    def find(self, rel: str) -> RecipeFile | None:
+        for f in self.files:
+            if f.rel == rel:
+                return f
+        return None
+
+
+Matcher = Callable[[Path, str], bool]  # (path, first 4 KiB of text) -> is this kind
+LinterFn = Callable[[RecipeFile, LintContext], Iterable[LintFinding]]
+
+
+@dataclass(frozen=True)
+class Linter:
+    kind: str
+    matcher: Matcher
+    fn: LinterFn
+
+
+LINTERS: list[Linter] = []
+
+
+def register_linter(kind: str, matcher: Matcher, fn: LinterFn) -> LinterFn:
+    """Run `fn` on every file for which `matcher(path, head)` is true."""
+    LINTERS.append(Linter(kind, matcher, fn))
+    return fn
+
+
+def linter(kind: str, matcher: Matcher) -> Callable[[LinterFn], LinterFn]:
+    """Decorator form of register_linter."""
+
+    def deco(fn: LinterFn) -> LinterFn:
+        return register_linter(kind, matcher, fn)
+
+    return deco
+
+
+@functools.cache
+def load_linters() -> None:
+    """Import every linter module in this package once (they register on import)."""
+    import epdoctor.lint as pkg
+
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        if mod.name not in {"base", "render", "run"} and not mod.name.startswith("_"):
+            importlib.import_module(f"epdoctor.lint.{mod.name}")
+
+
+def finding(file: RecipeFile, line: int, code: str, message: str, column: int = 1) -> LintFinding:
+    return LintFinding(path=file.rel, line=line, code=code, message=message, column=column)
+
+
+# ---- discovery ---------------------------------------------------------------------------
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+        for name in sorted(filenames):
+            yield Path(dirpath) / name
+
+
+def _head(path: Path) -> str | None:
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            return None
+        with path.open("rb") as fh:
+            raw = fh.read(4096)
+    except OSError:
+        return None
+    if b"\0" in raw:
+        return None  # binary
+    return raw.decode("utf-8", errors="replace")
+
+
+def discover(paths: Sequence[str | Path]) -> tuple[Path, list[RecipeFile]]:
+    """Files under `paths` with the kinds that claim them, and the common root.
+
+    A folder is walked; a file named directly is linted even if no matcher
+    would find it by walking (its kinds are still decided by the matchers).
+    """
+    load_linters()
+    resolved = [Path(p).resolve() for p in paths]
+    for p in resolved:
+        if not p.exists():
+            raise FileNotFoundError(str(p))
+    root = Path(os.path.commonpath([p if p.is_dir() else p.parent for p in resolved]))
+    seen: set[Path] = set()
+    files: list[RecipeFile] = []
+    for p in resolved:
+        for path in _walk(p) if p.is_dir() else [p]:
+            if path in seen or path.is_symlink():
+                continue
+            seen.add(path)
+            head = _head(path)
+            if head is None:
+                continue
+            kinds = tuple(dict.fromkeys(lt.kind for lt in LINTERS if lt.matcher(path, head)))
+            files.append(RecipeFile(path, path.relative_to(root).as_posix(), kinds))
+    return root, files
+
+
+# ---- suppressions ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Suppression:
+    line: int
+    codes: frozenset[str]
+    reason: str
+    own_line: bool  # the comment is alone on its line: it covers the next line too
+
+
+def suppressions(text: str) -> list[Suppression]:
+    out = []
+    for i, line in enumerate(text.splitlines(), start=1):
+        m = _SUPPRESS_RE.search(line)
+        if not m:
+            continue
+        codes = frozenset(c.strip().upper() for c in m.group(1).split(",") if c.strip())
+        own = line[: m.start()].strip() == ""
+        out.append(Suppression(i, codes, m.group(2).strip(), own))
+    return out
+
+
+def apply_suppressions(file: RecipeFile, found: Iterable[LintFinding]) -> list[LintFinding]:
+    """Mark findings silenced by a reasoned comment; report reasonless ones (S400)."""
+    sups = suppressions(file.text) if "epdoctor:" in file.text else []
+    out: list[LintFinding] = []
+    by_line: dict[int, list[Suppression]] = {}
+    for s in sups:
+        if not s.reason:
+            out.append(
+                finding(
+                    file,
+                    s.line,
+                    SUPPRESSION_CODE,
+                    f"suppression of {', '.join(sorted(s.codes))} gives no reason; "
+                    "write `# epdoctor: ignore[CODE] why it is safe here`",
+                )
+            )
+            continue
+        by_line.setdefault(s.line, []).append(s)
+        if s.own_line:
+            by_line.setdefault(s.line + 1, []).append(s)
+    for f in found:
+        hit = next((s for s in by_line.get(f.line, []) if f.code in s.codes), None)
+        if hit is not None:
+            f = LintFinding(f.path, f.line, f.code, f.message, f.column, f.severity, hit.reason)
+        out.append(f)
+    return out
+
+
+# ---- running -----------------------------------------------------------------------------
+
+
+@dataclass
+class LintReport:
+    root: Path
+    files: list[RecipeFile]
+    findings: list[LintFinding]
+    errors: list[str] = field(default_factory=list)  # a linter that crashed on a file
+
+    @property
+    def active(self) -> list[LintFinding]:
+        return [f for f in self.findings if f.suppressed is None]
+
+    @property
+    def suppressed(self) -> list[LintFinding]:
+        return [f for f in self.findings if f.suppressed is not None]
+
+
+def lint_paths(paths: Sequence[str | Path], select: Iterable[str] = ()) -> LintReport:
+    """Lint files and folders; `select` keeps only codes with these prefixes."""
+    root, files = discover(paths)
+    ctx = LintContext(root, files)
+    prefixes = tuple(s.upper() for s in select)
+    findings: list[LintFinding] = []
+    errors: list[str] = []
+    for f in files:
+        found: list[LintFinding] = []
+        for lt in LINTERS:
+            if lt.kind not in f.kinds:
+                continue
+            try:
+                found.extend(lt.fn(f, ctx))
+            except Exception as exc:  # one broken linter must not hide the others' findings
+                errors.append(f"{f.rel}: {lt.kind} linter failed: {type(exc).__name__}: {exc}")
+        findings.extend(apply_suppressions(f, found))
+    if prefixes:
+        findings = [f for f in findings if f.code.startswith(prefixes)]
+    findings.sort(key=lambda f: (f.path, f.line, f.column, f.code))
+    return LintReport(root, files, findings, errors)
+
+
+# ---- matchers shared by linter modules --------------------------------------------------
+
+
+def by_suffix(*suffixes: str) -> Matcher:
+    """A matcher for file names ending in one of `suffixes` (case-insensitive)."""
+    lowered = tuple(s.lower() for s in suffixes)
+    return lambda path, head: path.name.lower().endswith(lowered)
+
+
+def is_yaml(path: Path, head: str) -> bool:
+    return path.suffix.lower() in {".yaml", ".yml"}
