@@ -40,13 +40,9 @@ def diagnose_target(target: Target, ctx: Context, options: ProbeOptions) -> Diag
         out = target.run_probe(options)
         doc = load_probe_doc(out.stdout, out.stderr, out.exit_code)
     except (TargetError, ProbeDocError) as exc:
-        return Diagnosis(
-            TargetResult(target.info, error=str(exc), elapsed_s=time.monotonic() - t0)
-        )
+        return Diagnosis(TargetResult(target.info, error=str(exc), elapsed_s=time.monotonic() - t0))
     node = build_node_facts(doc)
-    findings = [
-        _with_target(f, target.info.name) for f in run_checks(node, ctx, domain="node")
-    ]
+    findings = [_with_target(f, target.info.name) for f in run_checks(node, ctx, domain="node")]
     result = TargetResult(
         target=target.info,
         facts=node.summary(),
@@ -87,7 +83,9 @@ def diagnose_many(
     return [results[i] for i in range(len(targets))]
 
 
-def _one(target: Target, ctx: Context, options: ProbeOptions, progress: Progress | None) -> Diagnosis:
+def _one(
+    target: Target, ctx: Context, options: ProbeOptions, progress: Progress | None
+) -> Diagnosis:
     if progress:
         progress(target, "start")
     try:

@@ -32,9 +32,7 @@ _VALUE_PATTERNS: list[tuple[re.Pattern[str], str]] = [
         r"\1" + MASK,
     ),
     (
-        re.compile(
-            r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"
-        ),
+        re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
         MASK,
     ),
 ]

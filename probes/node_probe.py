@@ -102,7 +102,9 @@ def which(name, extra_dirs=()):
 
 # -------------------------------------------------------------- redaction ---
 
-SECRET_NAME = re.compile(r"(?i)(token|secret|passw(or)?d|passwd|credential|api[_-]?key|(^|_)key($|_))")
+SECRET_NAME = re.compile(
+    r"(?i)(token|secret|passw(or)?d|passwd|credential|api[_-]?key|(^|_)key($|_))"
+)
 SECRET_VALUE = [
     re.compile(r"hf_[A-Za-z0-9]{20,}"),
     re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"),
@@ -130,9 +132,32 @@ def redact_env(env):
 
 # Only the environment that can matter to this stack leaves the node.
 ENV_PREFIXES = (
-    "NCCL_", "OFI_", "FI_", "EP_", "DEEP_EP", "VLLM_", "TRTLLM_", "TLLM_", "NVSHMEM_", "CUDA",
-    "NVIDIA_", "LD_", "HF_", "HUGGING", "PYTHON", "TORCH", "SGLANG", "SGL_", "DYN_", "GDRCOPY",
-    "UCX_", "RDMAV_", "MASTER_", "AWS_", "KUBERNETES_", "NV_",
+    "NCCL_",
+    "OFI_",
+    "FI_",
+    "EP_",
+    "DEEP_EP",
+    "VLLM_",
+    "TRTLLM_",
+    "TLLM_",
+    "NVSHMEM_",
+    "CUDA",
+    "NVIDIA_",
+    "LD_",
+    "HF_",
+    "HUGGING",
+    "PYTHON",
+    "TORCH",
+    "SGLANG",
+    "SGL_",
+    "DYN_",
+    "GDRCOPY",
+    "UCX_",
+    "RDMAV_",
+    "MASTER_",
+    "AWS_",
+    "KUBERNETES_",
+    "NV_",
 )
 ENV_NAMES = ("PATH", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK", "HOSTNAME", "HOME")
 
@@ -148,7 +173,12 @@ def pick_env(env):
 # ------------------------------------------------------------------- ELF ---
 
 PLUGIN_SYM = re.compile(r"^nccl(Net|Gin|Rma|Tuner|CollNet|Profiler|Env)Plugin_v\d+$")
-NCCL_SYMS = ("ncclGetLsaDevicePointer", "ncclDevCommCreate", "ncclGetVersion", "ncclCommWindowRegister")
+NCCL_SYMS = (
+    "ncclGetLsaDevicePointer",
+    "ncclDevCommCreate",
+    "ncclGetVersion",
+    "ncclCommWindowRegister",
+)
 
 
 def elf_dynsyms(path):
@@ -295,14 +325,19 @@ def gpus():
     out = {"nvidia_smi_path": smi}
     if smi:
         out["query"] = run(
-            [smi, "--query-gpu=index,name,driver_version,compute_cap,pci.bus_id,memory.total",
-             "--format=csv,noheader"],
+            [
+                smi,
+                "--query-gpu=index,name,driver_version,compute_cap,pci.bus_id,memory.total",
+                "--format=csv,noheader",
+            ],
             timeout=20,
         )
     out["proc_version"] = read("/proc/driver/nvidia/version")
     out["proc_params"] = read("/proc/driver/nvidia/params")
     modprobe = {}
-    for p in sorted(glob.glob("/etc/modprobe.d/*.conf")) + sorted(glob.glob("/lib/modprobe.d/*.conf")):
+    for p in sorted(glob.glob("/etc/modprobe.d/*.conf")) + sorted(
+        glob.glob("/lib/modprobe.d/*.conf")
+    ):
         text = read(p, 65536)
         if text and "nvidia" in text:
             modprobe[p] = text
@@ -328,14 +363,27 @@ def modules():
 
 
 COUNTERS = (
-    "tx_bytes", "rx_bytes", "rdma_write_bytes", "rdma_read_bytes", "rdma_write_recv_bytes",
-    "rdma_read_resp_bytes", "send_bytes", "recv_bytes", "retrans_pkts", "retrans_timeout_events",
-    "unresponsive_remote_events", "impaired_remote_conn_events", "rx_drops",
+    "tx_bytes",
+    "rx_bytes",
+    "rdma_write_bytes",
+    "rdma_read_bytes",
+    "rdma_write_recv_bytes",
+    "rdma_read_resp_bytes",
+    "send_bytes",
+    "recv_bytes",
+    "retrans_pkts",
+    "retrans_timeout_events",
+    "unresponsive_remote_events",
+    "impaired_remote_conn_events",
+    "rx_drops",
 )
 
 
 def rdma_devices():
-    out = {"dev_gdrdrv": os.path.exists("/dev/gdrdrv"), "dev_infiniband": listdir("/dev/infiniband")}
+    out = {
+        "dev_gdrdrv": os.path.exists("/dev/gdrdrv"),
+        "dev_infiniband": listdir("/dev/infiniband"),
+    }
     devs = {}
     for name in listdir("/sys/class/infiniband") or []:
         base = "/sys/class/infiniband/" + name
@@ -364,7 +412,9 @@ def rdma_devices():
         devs[name] = {
             "driver": drv,
             "driver_version": (read(base + "/device/driver/module/version") or "").strip() or None,
-            "p2p": (read(base + "/device/p2p") or "").strip() if os.path.exists(base + "/device/p2p") else None,
+            "p2p": (read(base + "/device/p2p") or "").strip()
+            if os.path.exists(base + "/device/p2p")
+            else None,
             "hw_ver": (read(base + "/hw_rev") or "").strip() or None,
             "ports": ports,
         }
@@ -385,8 +435,20 @@ def efa_userspace():
     pkgs = {}
     if which("dpkg-query"):
         pkgs["dpkg"] = run(
-            ["dpkg-query", "-W", "-f=${Package} ${Version}\\n", "libfabric*", "libnccl*", "*gdrcopy*",
-             "libgdrapi*", "efa*", "rdma-core", "ibverbs-providers", "libnccl-ofi*", "*nvshmem*"],
+            [
+                "dpkg-query",
+                "-W",
+                "-f=${Package} ${Version}\\n",
+                "libfabric*",
+                "libnccl*",
+                "*gdrcopy*",
+                "libgdrapi*",
+                "efa*",
+                "rdma-core",
+                "ibverbs-providers",
+                "libnccl-ofi*",
+                "*nvshmem*",
+            ],
             timeout=15,
         )
     if which("rpm"):
@@ -404,7 +466,9 @@ PLUGIN_DIRS = (
     "/usr/local/lib",
     "/usr/lib/x86_64-linux-gnu",
 )
-PLUGIN_NAME = re.compile(r"^libnccl-(net|gin|ofi|tuner|net-ofi|net-aws-ofi|tuner-aws-ofi|tuner-ofi|ofi-tuner)[\w.-]*\.so")
+PLUGIN_NAME = re.compile(
+    r"^libnccl-(net|gin|ofi|tuner|net-ofi|net-aws-ofi|tuner-aws-ofi|tuner-ofi|ofi-tuner)[\w.-]*\.so"
+)
 
 
 def resolve_plugin_name(value, env):
@@ -438,14 +502,27 @@ def plugins(env):
             continue
         done.add(real)
         libs.append(describe_lib(path, "plugin"))
-    return {"dirs": {d: listdir(d) for d in PLUGIN_DIRS if os.path.isdir(d)}, "libs": libs,
-            "requested": requested}
+    return {
+        "dirs": {d: listdir(d) for d in PLUGIN_DIRS if os.path.isdir(d)},
+        "libs": libs,
+        "requested": requested,
+    }
 
 
 LIB_DIRS = (
-    "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu", "/usr/local/lib",
-    "/usr/local/cuda/lib64", "/usr/local/nccl/lib", "/opt/nccl/lib", "/opt/nccl/build/lib",
-    "/opt/amazon/efa/lib", "/opt/amazon/efa/lib64", "/usr/local/nvidia/lib64", "/opt/gdrcopy/lib",
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/lib/x86_64-linux-gnu",
+    "/usr/local/lib",
+    "/usr/local/cuda/lib64",
+    "/usr/local/nccl/lib",
+    "/opt/nccl/lib",
+    "/opt/nccl/build/lib",
+    "/opt/amazon/efa/lib",
+    "/opt/amazon/efa/lib64",
+    "/usr/local/nvidia/lib64",
+    "/opt/gdrcopy/lib",
     "/usr/local/gdrcopy/lib",
 )
 LIB_KINDS = (
@@ -459,7 +536,11 @@ LIB_KINDS = (
 def site_packages_dirs(pythons):
     dirs = []
     for prefix in pythons:
-        for pat in ("lib/python3*/site-packages", "lib/python3*/dist-packages", "local/lib/python3*/dist-packages"):
+        for pat in (
+            "lib/python3*/site-packages",
+            "lib/python3*/dist-packages",
+            "local/lib/python3*/dist-packages",
+        ):
             dirs.extend(glob.glob(os.path.join(prefix, pat)))
     dirs.extend(glob.glob("/usr/lib/python3/dist-packages"))
     out = []
@@ -519,10 +600,22 @@ PYTHON_DISTS = re.compile(
 def python_prefixes(env):
     prefixes = [sys.prefix, sys.base_prefix]
     for d in env.get("PATH", "").split(os.pathsep):
-        if d.endswith("/bin") and (os.path.exists(os.path.join(d, "python3")) or os.path.exists(os.path.join(d, "python"))):
+        if d.endswith("/bin") and (
+            os.path.exists(os.path.join(d, "python3")) or os.path.exists(os.path.join(d, "python"))
+        ):
             prefixes.append(d[: -len("/bin")] or "/")
-    for pat in ("/opt/*/venv", "/opt/*/.venv", "/opt/venv", "/opt/conda", "/opt/conda/envs/*",
-                "/usr/local", "/usr", "/root/.venv", "/workspace/.venv", "/app/.venv"):
+    for pat in (
+        "/opt/*/venv",
+        "/opt/*/.venv",
+        "/opt/venv",
+        "/opt/conda",
+        "/opt/conda/envs/*",
+        "/usr/local",
+        "/usr",
+        "/root/.venv",
+        "/workspace/.venv",
+        "/app/.venv",
+    ):
         prefixes.extend(glob.glob(pat))
     out = []
     for p in prefixes:
@@ -559,7 +652,9 @@ def python_stacks(sp_dirs):
         de = os.path.join(sp, "deep_ep")
         if os.path.isdir(de):
             extra["deep_ep_dir"] = de
-            extra["deep_ep_fork_markers"] = grep_tree(de, ("EP_HYBRID_KERNEL", "capping num_allocated_qps"))
+            extra["deep_ep_fork_markers"] = grep_tree(
+                de, ("EP_HYBRID_KERNEL", "capping num_allocated_qps")
+            )
         for pth in glob.glob(os.path.join(sp, "*.pth")) + glob.glob(os.path.join(sp, "*.egg-link")):
             text = read(pth, 4096) or ""
             if "DeepEP" in text or "deep_ep" in text.lower():
@@ -597,15 +692,23 @@ def deepep_sources():
         out[d] = {
             "remote": m.group(1) if m else None,
             "head": (read(os.path.join(d, ".git", "HEAD"), 256) or "").strip() or None,
-            "built": bool(glob.glob(os.path.join(d, "deep_ep", "*.so")) or glob.glob(os.path.join(d, "*.so"))),
-            "markers": grep_tree(os.path.join(d, "deep_ep"), ("EP_HYBRID_KERNEL", "capping num_allocated_qps")),
+            "built": bool(
+                glob.glob(os.path.join(d, "deep_ep", "*.so")) or glob.glob(os.path.join(d, "*.so"))
+            ),
+            "markers": grep_tree(
+                os.path.join(d, "deep_ep"), ("EP_HYBRID_KERNEL", "capping num_allocated_qps")
+            ),
         }
     return out
 
 
 def nccl_conf(env):
     out = {}
-    for p in ("/etc/nccl.conf", os.path.expanduser("~/.nccl.conf"), env.get("NCCL_CONF_FILE") or ""):
+    for p in (
+        "/etc/nccl.conf",
+        os.path.expanduser("~/.nccl.conf"),
+        env.get("NCCL_CONF_FILE") or "",
+    ):
         if p:
             text = read(p, 65536)
             if text is not None:
@@ -619,7 +722,9 @@ def nccl_conf(env):
     return out
 
 
-MAP_RX = re.compile(r"(libnccl[\w.-]*\.so[\w.]*|libfabric\.so[\w.]*|libgdrapi\.so[\w.]*|libnvshmem[\w.-]*\.so[\w.]*|libefa\.so[\w.]*|libibverbs\.so[\w.]*|libnccl_ep\.so[\w.]*|_C\.[\w.-]*\.so)$")
+MAP_RX = re.compile(
+    r"(libnccl[\w.-]*\.so[\w.]*|libfabric\.so[\w.]*|libgdrapi\.so[\w.]*|libnvshmem[\w.-]*\.so[\w.]*|libefa\.so[\w.]*|libibverbs\.so[\w.]*|libnccl_ep\.so[\w.]*|_C\.[\w.-]*\.so)$"
+)
 
 
 def process(pid):

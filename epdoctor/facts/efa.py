@@ -25,12 +25,16 @@ def parse_installed_packages(text: str | None) -> Fact[InstallerInfo]:
     Packages may be on one line separated by spaces (the real files) or one per line.
     """
     if text is None:
-        return Fact.unknown("/opt/amazon/efa_installed_packages absent (EFA installer not run here)")
+        return Fact.unknown(
+            "/opt/amazon/efa_installed_packages absent (EFA installer not run here)"
+        )
     m = re.search(r"^#\s*EFA installer version:\s*(\S+)", text, re.M)
     if not m:
         return Fact.unknown("no `# EFA installer version:` header in efa_installed_packages")
     pkgs: dict[str, str] = {}
-    for tok in re.split(r"\s+", "\n".join(ln for ln in text.splitlines() if not ln.startswith("#"))):
+    for tok in re.split(
+        r"\s+", "\n".join(ln for ln in text.splitlines() if not ln.startswith("#"))
+    ):
         d = _PKG_DEB.match(tok) or _PKG_RPM.match(tok)
         if d:
             pkgs[d.group(1)] = d.group(2)
@@ -78,7 +82,9 @@ def parse_fi_info_providers(text: str | None) -> Fact[list[FiProvider]]:
 
 
 def _fi(d: dict[str, str]) -> FiProvider:
-    return FiProvider(d.get("provider", ""), d.get("fabric", ""), d.get("domain", ""), d.get("version", ""))
+    return FiProvider(
+        d.get("provider", ""), d.get("fabric", ""), d.get("domain", ""), d.get("version", "")
+    )
 
 
 @dataclass(frozen=True)
@@ -100,7 +106,9 @@ class RdmaDevice:
 
     @property
     def is_efa(self) -> bool:
-        return self.driver == "efa" or (self.driver is None and self.name.startswith(("rdmap", "efa_")))
+        return self.driver == "efa" or (
+            self.driver is None and self.name.startswith(("rdmap", "efa_"))
+        )
 
 
 def parse_rdma_devices(section: object) -> Fact[list[RdmaDevice]]:

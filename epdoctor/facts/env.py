@@ -37,7 +37,9 @@ def parse_nccl_conf(text: str) -> dict[str, str]:
     return out
 
 
-def effective_env(env: dict[str, str], confs: dict[str, str], origin: str = "probe") -> EffectiveEnv:
+def effective_env(
+    env: dict[str, str], confs: dict[str, str], origin: str = "probe"
+) -> EffectiveEnv:
     values = dict(env)
     sources = {k: "env" for k in env}
     # Files earlier in this order are read first by NCCL; the first to set a name wins.

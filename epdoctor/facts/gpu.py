@@ -42,7 +42,7 @@ def parse_nvidia_smi_csv(text: str | None) -> Fact[list[Gpu]]:
         cells = [c.strip() for c in row.split(",")]
         if len(cells) != len(header):
             return Fact.unknown(f"unexpected nvidia-smi row: {row[:120]}")
-        rec = dict(zip(header, cells))
+        rec = dict(zip(header, cells, strict=True))
         name = rec.get("name", "")
         driver = rec.get("driver_version", "")
         if not name or not re.match(r"^\d+\.\d+", driver):
@@ -109,5 +109,9 @@ def parse_peer_mapping_override(
             if not ln.lstrip().startswith("#") and "nvidia" in ln and _PMO.search(ln)
         ]
         on = any(int(_PMO.search(h).group(2), 16) != 0 for h in hits)  # type: ignore[union-attr]
-        configured = Fact.of(on, *hits) if hits else Fact.of(False, "no PeerMappingOverride in /etc/modprobe.d")
+        configured = (
+            Fact.of(on, *hits)
+            if hits
+            else Fact.of(False, "no PeerMappingOverride in /etc/modprobe.d")
+        )
     return effective, configured

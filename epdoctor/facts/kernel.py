@@ -37,8 +37,14 @@ def parse_modules(section: object) -> dict[str, Fact[Module]]:
         if not present and loaded_names is not None and name in loaded_names:
             present = True
         version = d.get("version") if isinstance(d.get("version"), str) else None
-        ev = f"/sys/module/{name}/version = {version}" if version else (
-            f"/sys/module/{name} present (no version file)" if present else f"/sys/module/{name} absent"
+        ev = (
+            f"/sys/module/{name}/version = {version}"
+            if version
+            else (
+                f"/sys/module/{name} present (no version file)"
+                if present
+                else f"/sys/module/{name} absent"
+            )
         )
         out[name] = Fact.of(Module(name, present, version), ev)
     return out

@@ -128,7 +128,9 @@ def nccl_libs(entries: object) -> list[NcclLib]:
             NcclLib(
                 path=str(e["path"]),
                 realpath=str(e.get("realpath") or e["path"]),
-                version=nccl_version_from(_s(e.get("version")), str(e.get("realpath") or e["path"])),
+                version=nccl_version_from(
+                    _s(e.get("version")), str(e.get("realpath") or e["path"])
+                ),
                 has_lsa=has_lsa,
                 aliases=tuple(aliases),
             )
@@ -180,7 +182,11 @@ def other_libs(entries: object, kind: str) -> list[OtherLib]:
 
 
 def _dicts(entries: object) -> list[dict[str, object]]:
-    return [e for e in entries if isinstance(e, dict) and e.get("path")] if isinstance(entries, list) else []
+    return (
+        [e for e in entries if isinstance(e, dict) and e.get("path")]
+        if isinstance(entries, list)
+        else []
+    )
 
 
 def _s(v: object) -> str | None:

@@ -192,7 +192,11 @@ def _distro_packages(efa: dict[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     pk = efa.get("packages") or {}
     for key in ("dpkg", "rpm"):
-        text = _stdout(pk.get(key)) or (pk.get(key) or {}).get("stdout") if isinstance(pk.get(key), dict) else None
+        text = (
+            _stdout(pk.get(key)) or (pk.get(key) or {}).get("stdout")
+            if isinstance(pk.get(key), dict)
+            else None
+        )
         for line in (text or "").splitlines():
             parts = line.split()
             if len(parts) == 2:
@@ -200,7 +204,9 @@ def _distro_packages(efa: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _libfabric(installer: Fact[InstallerInfo], efa: dict[str, Any], distro: dict[str, str]) -> Fact[str]:
+def _libfabric(
+    installer: Fact[InstallerInfo], efa: dict[str, Any], distro: dict[str, str]
+) -> Fact[str]:
     """The libfabric release, from the most direct source available."""
     fi = parse_fi_info_version(_stdout(efa.get("fi_info_version")))
     if fi.known:
@@ -252,7 +258,9 @@ def build_node_facts(doc: dict[str, Any]) -> NodeFacts:
         gpus.get("proc_params") if isinstance(gpus, dict) else None,
         gpus.get("modprobe_d") if isinstance(gpus, dict) else None,
     )
-    installer = parse_installed_packages(efa.get("installed_packages") if isinstance(efa, dict) else None)
+    installer = parse_installed_packages(
+        efa.get("installed_packages") if isinstance(efa, dict) else None
+    )
     distro = _distro_packages(efa if isinstance(efa, dict) else {})
     rdma_sec = _sec(doc, "rdma")
     confs = _sec(doc, "nccl_conf") or {}
@@ -267,7 +275,9 @@ def build_node_facts(doc: dict[str, Any]) -> NodeFacts:
         hostname=str(system.get("hostname", "?")),
         kernel=str(system.get("kernel", "?")),
         os_name=_os_name(system.get("os_release")),
-        instance_type=_instance_type(system) if isinstance(system, dict) else Fact.unknown("no system section"),
+        instance_type=_instance_type(system)
+        if isinstance(system, dict)
+        else Fact.unknown("no system section"),
         cpu_count=system.get("cpu_count") if isinstance(system.get("cpu_count"), int) else None,
         in_container=bool(system.get("in_container")),
         euid=system.get("euid") if isinstance(system.get("euid"), int) else None,
@@ -281,7 +291,9 @@ def build_node_facts(doc: dict[str, Any]) -> NodeFacts:
         rdma=parse_rdma_devices(rdma_sec),
         installer=installer,
         libfabric=_libfabric(installer, efa if isinstance(efa, dict) else {}, distro),
-        fi_providers=parse_fi_info_providers(_stdout(efa.get("fi_info_efa")) if isinstance(efa, dict) else None),
+        fi_providers=parse_fi_info_providers(
+            _stdout(efa.get("fi_info_efa")) if isinstance(efa, dict) else None
+        ),
         plugins=plugin_libs(plug.get("libs") if isinstance(plug, dict) else None),
         plugin_requests=dict(plug.get("requested") or {}) if isinstance(plug, dict) else {},
         ldconfig=parse_ldconfig(_stdout(libs.get("ldconfig")) if isinstance(libs, dict) else None),
@@ -294,7 +306,9 @@ def build_node_facts(doc: dict[str, Any]) -> NodeFacts:
         env=env,
         processes=[p for p in (_process(x) for x in (_sec(doc, "processes") or [])) if p],
         distro_packages=distro,
-        probe_elapsed_s=doc.get("elapsed_s") if isinstance(doc.get("elapsed_s"), (int, float)) else None,
+        probe_elapsed_s=doc.get("elapsed_s")
+        if isinstance(doc.get("elapsed_s"), (int, float))
+        else None,
         probe_errors={str(k): str(v) for k, v in (doc.get("errors") or {}).items()},
         sections_failed=failed,
     )

@@ -122,7 +122,14 @@ def parse_trap(code: str, data: dict[str, object]) -> Trap:
     if not isinstance(fix, dict):
         raise CatalogueError(f"{code}: fix must be a table")
     known = set(REQUIRED) | {
-        "name", "fix", "versions", "transports", "engines", "seeds", "references", "status",
+        "name",
+        "fix",
+        "versions",
+        "transports",
+        "engines",
+        "seeds",
+        "references",
+        "status",
     }
     return Trap(
         code=code,

@@ -27,7 +27,11 @@ def open_bundle(path: str) -> tuple[dict[str, object], dict[str, bytes]]:
             files: dict[str, bytes] = {}
             for member in tar.getmembers():
                 # Never follow links or absolute/parent paths out of a bundle.
-                if not member.isfile() or member.name.startswith(("/", "..")) or "/../" in member.name:
+                if (
+                    not member.isfile()
+                    or member.name.startswith(("/", ".."))
+                    or "/../" in member.name
+                ):
                     continue
                 fh = tar.extractfile(member)
                 if fh is not None:
@@ -52,7 +56,9 @@ class BundleTarget(Target):
         detail = {str(k): str(v) for k, v in dict(entry.get("detail") or {}).items()}
         detail["bundle"] = bundle_path
         self.info = TargetInfo(
-            name=str(entry.get("name", "?")), kind=f"bundle:{entry.get('kind', 'local')}", detail=detail
+            name=str(entry.get("name", "?")),
+            kind=f"bundle:{entry.get('kind', 'local')}",
+            detail=detail,
         )
         self.dir = str(entry.get("dir", ""))
 
@@ -64,7 +70,7 @@ class BundleTarget(Target):
 
     def log_names(self) -> list[str]:
         prefix = f"{self.dir}/logs/"
-        return sorted(k[len(prefix):] for k in self.files if k.startswith(prefix))
+        return sorted(k[len(prefix) :] for k in self.files if k.startswith(prefix))
 
     def read_logs(self, name: str = "", **_: object) -> Iterator[bytes]:  # type: ignore[override]
         names = [name] if name else self.log_names()

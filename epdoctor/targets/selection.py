@@ -30,7 +30,10 @@ def _providers() -> list[ModuleType]:
 
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--bundle", metavar="FILE", action="append", default=[],
+        "--bundle",
+        metavar="FILE",
+        action="append",
+        default=[],
         help="replay a saved bundle (from `epdoctor collect`) instead of probing live",
     )
     for mod in _providers():

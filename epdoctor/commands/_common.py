@@ -1,0 +1,106 @@
+"""Flags and helpers shared by the commands that diagnose targets."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from contextlib import contextmanager
+from typing import Any
+
+from epdoctor.checks.base import TRANSPORTS, Context
+from epdoctor.targets.base import ProbeOptions
+
+ENGINES = ("vllm", "dynamo", "tensorrt-llm", "sglang")
+
+
+def add_context_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("intended stack")
+    g.add_argument(
+        "--transport",
+        choices=TRANSPORTS,
+        help="judge floors for this transport (default: NCCL_GIN_TYPE of the workload, "
+        "else report what each transport would need)",
+    )
+    g.add_argument(
+        "--engine", choices=ENGINES, help="the serving engine, when not evident from the node"
+    )
+    g.add_argument(
+        "--instance",
+        metavar="TYPE",
+        help="instance type when the node cannot tell (e.g. p5en.48xlarge)",
+    )
+
+
+def add_probe_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("probe")
+    g.add_argument(
+        "--pid",
+        type=int,
+        action="append",
+        default=[],
+        metavar="N",
+        help="also read what process N really loaded (/proc/N/maps) and its environment",
+    )
+    g.add_argument(
+        "--all-pids", action="store_true", help="every process that has a libnccl mapped"
+    )
+    g.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="probe deadline per target (default 60)",
+    )
+
+
+def context_from(args: argparse.Namespace) -> Context:
+    return Context(transport=args.transport, engine=args.engine, instance=args.instance)
+
+
+def probe_options_from(args: argparse.Namespace) -> ProbeOptions:
+    return ProbeOptions(pids=tuple(args.pid), all_pids=args.all_pids, timeout_s=args.timeout)
+
+
+def console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    # rich honours NO_COLOR itself; force no colour when not a terminal.
+    return Console(stderr=stderr, no_color="NO_COLOR" in os.environ or None, highlight=False)
+
+
+@contextmanager
+def progress(enabled: bool, total: int) -> Any:
+    """A progress display on stderr (only on a terminal); yields a (target, state) callback."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console(stderr=True),
+        transient=True,
+    ) as prog:
+        task = prog.add_task("probing", total=total)
+        states: dict[str, str] = {}
+
+        def cb(target: Any, state: str) -> None:
+            states[target.info.name] = state
+            if state in ("done", "error"):
+                prog.advance(task)
+            running = [n for n, s in states.items() if s == "start"]
+            prog.update(
+                task,
+                description="probing " + ", ".join(running[:3]) + ("…" if len(running) > 3 else ""),
+            )
+
+        yield cb
+
+
+Renderer = Callable[..., None]

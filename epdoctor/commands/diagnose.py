@@ -1,0 +1,99 @@
+"""`epdoctor diagnose`: read-only diagnosis of the local host, remote hosts, pods or bundles."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from epdoctor import exitcodes
+from epdoctor.commands._common import (
+    add_context_arguments,
+    add_probe_arguments,
+    console,
+    context_from,
+    probe_options_from,
+    progress,
+)
+from epdoctor.model import EpdoctorError, Finding
+
+NAME = "diagnose"
+HELP = "diagnose this host (default), SSH hosts, Kubernetes pods or a saved bundle (read-only)"
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    from epdoctor.targets.selection import add_target_arguments
+
+    out = p.add_mutually_exclusive_group()
+    out.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report as JSON (schema in docs/json-schema.md)",
+    )
+    out.add_argument(
+        "--markdown", action="store_true", help="print the report as Markdown for a GitHub issue"
+    )
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="also show passed and not-applicable checks"
+    )
+    p.add_argument(
+        "--fail-on",
+        choices=("fail", "warn", "unknown"),
+        default="fail",
+        help="exit 1 when a finding at or above this level exists (default: fail)",
+    )
+    add_context_arguments(p)
+    add_probe_arguments(p)
+    add_target_arguments(p)
+    p.add_argument(
+        "--parallel", type=int, default=16, metavar="N", help="targets probed at once (default 16)"
+    )
+
+
+def _fleet_findings(diagnoses: list) -> list[Finding]:
+    if len(diagnoses) < 2:
+        return []
+    try:
+        drift = importlib.import_module("epdoctor.checks.drift")
+    except ModuleNotFoundError:
+        return []
+    return list(drift.drift_findings(diagnoses))
+
+
+def run(args: argparse.Namespace) -> int:
+    from epdoctor.diagnose import diagnose_many
+    from epdoctor.targets.base import TargetError
+    from epdoctor.targets.selection import targets_from_args
+
+    try:
+        targets = targets_from_args(args)
+    except TargetError as exc:
+        raise EpdoctorError(str(exc)) from exc
+    ctx = context_from(args)
+    with progress(not (args.json or args.markdown), len(targets)) as cb:
+        diagnoses = diagnose_many(
+            targets, ctx, probe_options_from(args), parallel=args.parallel, progress=cb
+        )
+    results = [d.result for d in diagnoses]
+    fleet = _fleet_findings(diagnoses)
+    context = {"transport": args.transport, "engine": args.engine, "instance": args.instance}
+    if args.json:
+        from epdoctor.reports import json_report
+
+        sys.stdout.write(json_report.render(results, context, fleet) + "\n")
+    elif args.markdown:
+        from epdoctor.reports import markdown
+
+        sys.stdout.write(markdown.render(results, context, fleet, verbose=args.verbose) + "\n")
+    else:
+        from epdoctor.reports import text
+
+        text.render(console(), results, fleet, verbose=args.verbose)
+    code = exitcodes.for_results(results + ([_fleet_result(fleet)] if fleet else []), args.fail_on)
+    return code
+
+
+def _fleet_result(fleet: list[Finding]):
+    from epdoctor.model import TargetInfo, TargetResult
+
+    return TargetResult(TargetInfo("fleet", "fleet"), findings=fleet)

@@ -1,0 +1,55 @@
+"""`epdoctor traps`: list the catalogue."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from epdoctor import exitcodes
+
+NAME = "traps"
+HELP = "list every known trap (filter by --layer, --severity, or a search word)"
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", nargs="?", help="only traps whose code, title or text contains this")
+    p.add_argument(
+        "--layer", help="host, packaging, plugin, transport, deepep, engine, kubernetes, ..."
+    )
+    p.add_argument("--severity", choices=("fail", "warn", "unknown", "info"))
+    p.add_argument("--json", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    from epdoctor import knowledge
+
+    traps = sorted(knowledge.all_traps(), key=lambda t: t.code)
+    if args.layer:
+        traps = [
+            t
+            for t in traps
+            if t.layer == args.layer or t.code[:1] == args.layer.upper()[:1] == args.layer
+        ]
+    if args.severity:
+        traps = [t for t in traps if t.severity == args.severity]
+    if args.query:
+        q = args.query.lower()
+        traps = [
+            t for t in traps if q in " ".join((t.code, t.title, t.symptom, t.why, t.name)).lower()
+        ]
+    if args.json:
+        print(json.dumps([t.to_json() for t in traps], indent=2))
+        return exitcodes.OK
+    from rich.table import Table
+
+    from epdoctor.commands._common import console
+
+    table = Table(box=None)
+    table.add_column("code", style="bold", no_wrap=True)
+    table.add_column("layer", style="dim", no_wrap=True)
+    table.add_column("severity", no_wrap=True)
+    table.add_column("title")
+    for t in traps:
+        table.add_row(t.code, t.layer, t.severity, t.title)
+    console().print(table)
+    return exitcodes.OK

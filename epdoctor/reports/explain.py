@@ -1,0 +1,48 @@
+"""Render one trap for `epdoctor explain` (rich)."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.text import Text
+
+from epdoctor.knowledge import Trap
+
+
+def render_trap(console: Console, t: Trap) -> None:
+    parts: list[Text] = [
+        Text(t.title, style="bold"),
+        Text(f"layer {t.layer} · severity {t.severity}", style="dim"),
+        Text(""),
+    ]
+
+    def section(name: str, body: str) -> None:
+        if body:
+            parts.append(Text(name, style="bold cyan"))
+            parts.append(Text(body))
+            parts.append(Text(""))
+
+    section("Symptom", t.symptom)
+    section("Why", t.why)
+    section("Fix", t.fix)
+    if t.fix_safe:
+        parts.append(Text("Safe to run (read-only, confirms the diagnosis)", style="bold green"))
+        parts += [Text(f"  $ {c}") for c in t.fix_safe]
+        parts.append(Text(""))
+    if t.fix_change:
+        parts.append(
+            Text(
+                "Changes a node or an image (copy; epdoctor never runs these)", style="bold yellow"
+            )
+        )
+        parts += [Text(f"  {c}") for c in t.fix_change]
+        parts.append(Text(""))
+    section("How epdoctor detects it", t.detect)
+    section("Versions", t.versions)
+    if t.transports or t.engines:
+        section("Applies to", ", ".join([*t.transports, *t.engines]))
+    refs = [*(f"seed {s}" for s in t.seeds), *t.references]
+    if refs:
+        parts.append(Text("References", style="bold cyan"))
+        parts += [Text(f"  - {r}") for r in refs]
+    console.print(Panel(Group(*parts), title=f"{t.code} {t.name}", title_align="left"))

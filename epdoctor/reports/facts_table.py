@@ -1,0 +1,72 @@
+"""The key facts of one node as (label, value) rows, shared by the text and Markdown reports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _v(value: Any) -> str:
+    if isinstance(value, dict) and "unknown" in value:
+        return f"unknown ({value['unknown']})"
+    if value is None:
+        return "none"
+    if isinstance(value, list):
+        return ", ".join(str(x) for x in value) or "none"
+    return str(value)
+
+
+def fact_rows(facts: dict[str, Any]) -> list[tuple[str, str]]:
+    if not facts:
+        return []
+    rows = [
+        (
+            "host",
+            f"{facts.get('hostname')} ({facts.get('os')}, kernel {facts.get('kernel')})"
+            + (", in a container" if facts.get("in_container") else ""),
+        ),
+        ("instance type", _v(facts.get("instance_type"))),
+        ("GPUs", _v(facts.get("gpus"))),
+        ("NVIDIA driver", _v(facts.get("driver"))),
+        ("efa.ko", _v(facts.get("efa_ko"))),
+        (
+            "EFA devices",
+            f"{facts.get('efa_devices')}"
+            + (
+                ""
+                if facts.get("hw_counters") is None
+                else f" (hw_counters: {'yes' if facts.get('hw_counters') else 'no'})"
+            ),
+        ),
+        (
+            "gdrdrv",
+            _v(facts.get("gdrdrv"))
+            + (
+                ""
+                if facts.get("dev_gdrdrv") is None
+                else f" (/dev/gdrdrv {'present' if facts.get('dev_gdrdrv') else 'absent'})"
+            ),
+        ),
+        ("EFA installer", _v(facts.get("efa_installer"))),
+        ("libfabric", _v(facts.get("libfabric"))),
+    ]
+    plugins = facts.get("plugins") or []
+    rows.append(
+        (
+            "aws-ofi-nccl",
+            "; ".join(f"{p['path']} (GIN {', '.join(p['gin']) or 'none'})" for p in plugins)
+            or "none",
+        )
+    )
+    nccl = facts.get("nccl") or []
+    rows.append(("NCCL", "; ".join(f"{n['version']} at {n['path']}" for n in nccl) or "none found"))
+    if facts.get("ldconfig_libnccl"):
+        rows.append(("ldconfig libnccl.so.2", str(facts["ldconfig_libnccl"])))
+    for env in facts.get("python") or []:
+        pkgs = {k: v for k, v in env.items() if k != "site_packages"}
+        rows.append(
+            (
+                f"python {env['site_packages']}",
+                ", ".join(f"{k} {v}" for k, v in pkgs.items()) or "none",
+            )
+        )
+    return rows

@@ -1,0 +1,79 @@
+"""The rich terminal report (default output of `epdoctor diagnose`)."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from epdoctor.model import Finding, Status, TargetResult
+from epdoctor.redact import redact_text
+from epdoctor.reports.common import SHOWN_BY_DEFAULT, counts, headline, layer_name, sort_findings
+from epdoctor.reports.facts_table import fact_rows
+
+STYLE = {"fail": "bold red", "warn": "yellow", "unknown": "magenta", "pass": "green", "skip": "dim"}
+LABEL = {"fail": "FAIL", "warn": "WARN", "unknown": "UNKNOWN", "pass": "PASS", "skip": "SKIP"}
+
+
+def _facts(r: TargetResult) -> Table:
+    t = Table(show_header=False, box=None, pad_edge=False)
+    t.add_column(style="bold", no_wrap=True)
+    t.add_column(overflow="fold")
+    for k, v in fact_rows(r.facts):
+        t.add_row(k, redact_text(v))
+    return t
+
+
+def _finding(f: Finding, show_evidence: bool) -> list[Text]:
+    head = Text()
+    head.append(f"{LABEL[f.status.value]:<8}", style=STYLE[f.status.value])
+    head.append(f"{f.code} ", style="bold")
+    head.append(f"[{layer_name(f.code)}] ", style="dim")
+    head.append(redact_text(f.title))
+    out = [head]
+    if show_evidence:
+        out += [Text(f"          {redact_text(e)}", style="dim") for e in f.evidence[:6]]
+        if f.fix and f.status in (Status.FAIL, Status.WARN):
+            out.append(
+                Text(f"          fix: {redact_text(f.fix.split(' Change: ')[0])}", style="cyan")
+            )
+    return out
+
+
+def render_target(console: Console, r: TargetResult, verbose: bool = False) -> None:
+    title = f"{r.target.name} ({r.target.kind})"
+    if r.error:
+        console.print(Panel(Text(f"could not diagnose: {r.error}", style="bold red"), title=title))
+        return
+    shown = [f for f in sort_findings(r.findings) if verbose or f.status in SHOWN_BY_DEFAULT]
+    lines: list[Text] = []
+    for f in shown:
+        lines += _finding(f, show_evidence=True)
+    c = counts(r.findings)
+    summary = Text(
+        headline(r), style="bold red" if c["fail"] else ("yellow" if c["warn"] else "green")
+    )
+    foot = Text(
+        f"{c['pass']} passed, {c['skip']} not applicable"
+        + ("" if verbose else "  (-v shows them)")
+        + "   epdoctor explain CODE for any trap",
+        style="dim",
+    )
+    body = Group(_facts(r), Text(""), summary, Text(""), *lines, Text(""), foot)
+    console.print(Panel(body, title=title, title_align="left"))
+
+
+def render(
+    console: Console,
+    results: list[TargetResult],
+    fleet: list[Finding] | None = None,
+    verbose: bool = False,
+) -> None:
+    for r in results:
+        render_target(console, r, verbose)
+    if fleet:
+        lines: list[Text] = []
+        for f in sort_findings(fleet):
+            lines += _finding(f, show_evidence=True)
+        console.print(Panel(Group(*lines), title="fleet", title_align="left"))
