@@ -30,6 +30,47 @@ DEADLINE = [START + 60.0]
 # ---------------------------------------------------------------- helpers ---
 
 
+_PROC_PID = re.compile(r"^/proc(/(\d+|self)(/|$)|/?$)")
+ROOT = [""]  # --root DIR: read the node's files under DIR (a mounted host root or image)
+
+
+def fs(path):
+    """Where to read `path`: under --root, except /proc/PID (processes are this kernel's)."""
+    if ROOT[0] and path.startswith("/") and not _PROC_PID.match(path):
+        return ROOT[0] + path
+    return path
+
+
+def unfs(path):
+    r = ROOT[0]
+    return path[len(r) :] if r and path.startswith(r + "/") else path
+
+
+def isdir(p):
+    return os.path.isdir(fs(p))
+
+
+def exists(p):
+    return os.path.exists(fs(p))
+
+
+def realpath(p):
+    return unfs(os.path.realpath(fs(p)))
+
+
+def getsize(p):
+    return os.path.getsize(fs(p))
+
+
+def gglob(pattern):
+    return [unfs(x) for x in glob.glob(fs(pattern))]
+
+
+def walk(top):
+    for dirpath, dirs, files in os.walk(fs(top)):
+        yield unfs(dirpath), dirs, files
+
+
 def left():
     return max(0.5, DEADLINE[0] - time.time())
 
@@ -73,7 +114,7 @@ def _text(b):
 def read(path, limit=262144):
     """File text, or None when absent/unreadable (with the reason in errors)."""
     try:
-        with open(path, "rb") as f:
+        with open(fs(path), "rb") as f:
             return _text(f.read(limit))
     except OSError as exc:
         ERRORS[path] = exc.strerror or str(exc)
@@ -82,7 +123,7 @@ def read(path, limit=262144):
 
 def listdir(path):
     try:
-        return sorted(os.listdir(path))
+        return sorted(os.listdir(fs(path)))
     except OSError as exc:
         ERRORS[path] = exc.strerror or str(exc)
         return None
@@ -183,7 +224,7 @@ NCCL_SYMS = (
 
 def elf_dynsyms(path):
     """Names of defined dynamic symbols, read from the ELF file (no binutils needed)."""
-    with open(path, "rb") as f:
+    with open(fs(path), "rb") as f:
         ident = f.read(16)
         if ident[:4] != b"\x7fELF":
             raise ValueError("not an ELF file")
@@ -232,7 +273,7 @@ def elf_dynsyms(path):
 def scan_bytes(path, patterns):
     """Search a (possibly large) binary with mmap; returns {name: first match or None}."""
     found = {}
-    with open(path, "rb") as f:
+    with open(fs(path), "rb") as f:
         try:
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except (ValueError, OSError):
@@ -255,9 +296,9 @@ NVSHMEM_RX = re.compile(rb"NVSHMEM v\d+\.\d+\.\d+")
 def describe_lib(path, kind):
     info = {"path": path, "kind": kind}
     try:
-        real = os.path.realpath(path)
+        real = realpath(path)
         info["realpath"] = real
-        info["size"] = os.path.getsize(real)
+        info["size"] = getsize(real)
     except OSError as exc:
         info["error"] = str(exc)
         return info
@@ -303,7 +344,7 @@ def system():
         "cpu_count": os.cpu_count(),
         "python": sys.version.split()[0],
         "euid": os.geteuid(),
-        "in_container": os.path.exists("/.dockerenv")
+        "in_container": exists("/.dockerenv")
         or bool(os.environ.get("KUBERNETES_SERVICE_HOST")),
     }
     try:
@@ -335,8 +376,8 @@ def gpus():
     out["proc_version"] = read("/proc/driver/nvidia/version")
     out["proc_params"] = read("/proc/driver/nvidia/params")
     modprobe = {}
-    for p in sorted(glob.glob("/etc/modprobe.d/*.conf")) + sorted(
-        glob.glob("/lib/modprobe.d/*.conf")
+    for p in sorted(gglob("/etc/modprobe.d/*.conf")) + sorted(
+        gglob("/lib/modprobe.d/*.conf")
     ):
         text = read(p, 65536)
         if text and "nvidia" in text:
@@ -353,9 +394,9 @@ def modules():
     for m in MODULES:
         base = "/sys/module/" + m
         out[m] = {
-            "present": os.path.isdir(base),
+            "present": isdir(base),
             "version": ((read(base + "/version") or "").strip() or None)
-            if os.path.isdir(base)
+            if isdir(base)
             else None,
         }
     out["proc_modules"] = read("/proc/modules")
@@ -381,7 +422,7 @@ COUNTERS = (
 
 def rdma_devices():
     out = {
-        "dev_gdrdrv": os.path.exists("/dev/gdrdrv"),
+        "dev_gdrdrv": exists("/dev/gdrdrv"),
         "dev_infiniband": listdir("/dev/infiniband"),
     }
     devs = {}
@@ -389,14 +430,14 @@ def rdma_devices():
         base = "/sys/class/infiniband/" + name
         drv = None
         try:
-            drv = os.path.basename(os.path.realpath(base + "/device/driver"))
+            drv = os.path.basename(realpath(base + "/device/driver"))
         except OSError:
             pass
         ports = {}
         for port in listdir(base + "/ports") or []:
             pbase = "%s/ports/%s" % (base, port)
             hc_dir = pbase + "/hw_counters"
-            names = listdir(hc_dir) if os.path.isdir(hc_dir) else None
+            names = listdir(hc_dir) if isdir(hc_dir) else None
             values = {}
             for c in names or []:
                 if c in COUNTERS:
@@ -413,7 +454,7 @@ def rdma_devices():
             "driver": drv,
             "driver_version": (read(base + "/device/driver/module/version") or "").strip() or None,
             "p2p": (read(base + "/device/p2p") or "").strip()
-            if os.path.exists(base + "/device/p2p")
+            if exists(base + "/device/p2p")
             else None,
             "hw_ver": (read(base + "/hw_rev") or "").strip() or None,
             "ports": ports,
@@ -435,8 +476,9 @@ def efa_userspace():
     pkgs = {}
     if which("dpkg-query"):
         pkgs["dpkg"] = run(
-            [
-                "dpkg-query",
+            ["dpkg-query"]
+            + (["--admindir=" + fs("/var/lib/dpkg")] if ROOT[0] else [])
+            + [
                 "-W",
                 "-f=${Package} ${Version}\\n",
                 "libfabric*",
@@ -452,7 +494,10 @@ def efa_userspace():
             timeout=15,
         )
     if which("rpm"):
-        pkgs["rpm"] = run(["rpm", "-qa", "--qf", "%{NAME} %{VERSION}-%{RELEASE}\\n"], timeout=20)
+        pkgs["rpm"] = run(
+            ["rpm"] + (["--root", ROOT[0]] if ROOT[0] else []) + ["-qa", "--qf", "%{NAME} %{VERSION}-%{RELEASE}\\n"],
+            timeout=20,
+        )
     out["packages"] = pkgs
     return out
 
@@ -477,7 +522,7 @@ def resolve_plugin_name(value, env):
         return [value]
     cands = [value, "libnccl-net-%s.so" % value]
     dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d] + list(PLUGIN_DIRS)
-    return [os.path.join(d, c) for c in cands for d in dirs if os.path.exists(os.path.join(d, c))]
+    return [os.path.join(d, c) for c in cands for d in dirs if exists(os.path.join(d, c))]
 
 
 def plugins(env):
@@ -496,14 +541,14 @@ def plugins(env):
     libs = []
     done = set()
     for path in sorted(seen):
-        real = os.path.realpath(path)
+        real = realpath(path)
         if real in done:
             libs.append({"path": path, "realpath": real, "alias_of": real})
             continue
         done.add(real)
         libs.append(describe_lib(path, "plugin"))
     return {
-        "dirs": {d: listdir(d) for d in PLUGIN_DIRS if os.path.isdir(d)},
+        "dirs": {d: listdir(d) for d in PLUGIN_DIRS if isdir(d)},
         "libs": libs,
         "requested": requested,
     }
@@ -541,12 +586,12 @@ def site_packages_dirs(pythons):
             "lib/python3*/dist-packages",
             "local/lib/python3*/dist-packages",
         ):
-            dirs.extend(glob.glob(os.path.join(prefix, pat)))
-    dirs.extend(glob.glob("/usr/lib/python3/dist-packages"))
+            dirs.extend(gglob(os.path.join(prefix, pat)))
+    dirs.extend(gglob("/usr/lib/python3/dist-packages"))
     out = []
     for d in dirs:
-        r = os.path.realpath(d)
-        if r not in out and os.path.isdir(r):
+        r = realpath(d)
+        if r not in out and isdir(r):
             out.append(r)
     return out
 
@@ -564,8 +609,8 @@ def libraries(env, sp_dirs):
     files = {}
     seen_dirs = set()
     for d in dirs:
-        rd = os.path.realpath(d)
-        if rd in seen_dirs or not os.path.isdir(rd):
+        rd = realpath(d)
+        if rd in seen_dirs or not isdir(rd):
             continue
         seen_dirs.add(rd)
         for name in listdir(rd) or []:
@@ -575,7 +620,7 @@ def libraries(env, sp_dirs):
     libs = []
     described = {}
     for path in sorted(files):
-        real = os.path.realpath(path)
+        real = realpath(path)
         if real in described:
             libs.append({"path": path, "kind": files[path], "realpath": real, "alias_of": real})
             continue
@@ -583,9 +628,10 @@ def libraries(env, sp_dirs):
         libs.append(describe_lib(path, files[path]))
     ld = which("ldconfig", ["/sbin", "/usr/sbin"])
     return {
-        "ldconfig": run([ld, "-p"], timeout=10) if ld else {"missing": True},
+        "ldconfig": (run([ld, "-p", "-C", fs("/etc/ld.so.cache")] if ROOT[0] else [ld, "-p"], timeout=10)
+                     if ld else {"missing": True}),
         "libs": libs,
-        "ld_so_conf_d": {p: read(p, 4096) for p in sorted(glob.glob("/etc/ld.so.conf.d/*.conf"))},
+        "ld_so_conf_d": {p: read(p, 4096) for p in sorted(gglob("/etc/ld.so.conf.d/*.conf"))},
     }
 
 
@@ -601,7 +647,7 @@ def python_prefixes(env):
     prefixes = [sys.prefix, sys.base_prefix]
     for d in env.get("PATH", "").split(os.pathsep):
         if d.endswith("/bin") and (
-            os.path.exists(os.path.join(d, "python3")) or os.path.exists(os.path.join(d, "python"))
+            exists(os.path.join(d, "python3")) or exists(os.path.join(d, "python"))
         ):
             prefixes.append(d[: -len("/bin")] or "/")
     for pat in (
@@ -616,11 +662,11 @@ def python_prefixes(env):
         "/workspace/.venv",
         "/app/.venv",
     ):
-        prefixes.extend(glob.glob(pat))
+        prefixes.extend(gglob(pat))
     out = []
     for p in prefixes:
-        r = os.path.realpath(p)
-        if r not in out and os.path.isdir(os.path.join(r, "lib")):
+        r = realpath(p)
+        if r not in out and isdir(os.path.join(r, "lib")):
             out.append(r)
     return out
 
@@ -650,12 +696,12 @@ def python_stacks(sp_dirs):
             dists[m_name.group(1).strip()] = entry
         extra = {}
         de = os.path.join(sp, "deep_ep")
-        if os.path.isdir(de):
+        if isdir(de):
             extra["deep_ep_dir"] = de
             extra["deep_ep_fork_markers"] = grep_tree(
                 de, ("EP_HYBRID_KERNEL", "capping num_allocated_qps")
             )
-        for pth in glob.glob(os.path.join(sp, "*.pth")) + glob.glob(os.path.join(sp, "*.egg-link")):
+        for pth in gglob(os.path.join(sp, "*.pth")) + gglob(os.path.join(sp, "*.egg-link")):
             text = read(pth, 4096) or ""
             if "DeepEP" in text or "deep_ep" in text.lower():
                 extra.setdefault("deep_ep_paths", []).append(text.strip())
@@ -667,7 +713,7 @@ def python_stacks(sp_dirs):
 def grep_tree(root, needles, max_files=400):
     hits = {}
     n = 0
-    for dirpath, _, files in os.walk(root):
+    for dirpath, _, files in walk(root):
         for fn in files:
             if not fn.endswith(".py"):
                 continue
@@ -685,7 +731,7 @@ def deepep_sources():
     """In-pod DeepEP builds (setup.py build_ext --inplace) live outside site-packages."""
     out = {}
     for d in ("/opt/DeepEP", "/workspace/DeepEP", "/opt/deepep", "/DeepEP"):
-        if not os.path.isdir(d):
+        if not isdir(d):
             continue
         git = read(os.path.join(d, ".git", "config"), 8192) or ""
         m = re.search(r"url\s*=\s*(\S+)", git)
@@ -693,7 +739,7 @@ def deepep_sources():
             "remote": m.group(1) if m else None,
             "head": (read(os.path.join(d, ".git", "HEAD"), 256) or "").strip() or None,
             "built": bool(
-                glob.glob(os.path.join(d, "deep_ep", "*.so")) or glob.glob(os.path.join(d, "*.so"))
+                gglob(os.path.join(d, "deep_ep", "*.so")) or gglob(os.path.join(d, "*.so"))
             ),
             "markers": grep_tree(
                 os.path.join(d, "deep_ep"), ("EP_HYBRID_KERNEL", "capping num_allocated_qps")
@@ -730,7 +776,7 @@ MAP_RX = re.compile(
 def process(pid):
     base = "/proc/%d" % pid
     maps = read(base + "/maps", 16 << 20)
-    out = {"pid": pid, "exists": os.path.isdir(base)}
+    out = {"pid": pid, "exists": isdir(base)}
     if maps is not None:
         libs = []
         for line in maps.splitlines():
@@ -778,6 +824,9 @@ def main(argv):
             i += 1
         elif a == "--all-pids":
             all_pids = True
+        elif a == "--root" and i + 1 < len(argv):
+            ROOT[0] = os.path.abspath(argv[i + 1]).rstrip("/")
+            i += 1
         elif a == "--deadline" and i + 1 < len(argv):
             DEADLINE[0] = START + float(argv[i + 1])
             i += 1

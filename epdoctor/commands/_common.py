@@ -53,6 +53,11 @@ def add_probe_arguments(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="probe deadline per target (default 60)",
     )
+    g.add_argument(
+        "--root",
+        metavar="DIR",
+        help="read the node's files under DIR (a mounted host root or an unpacked image)",
+    )
 
 
 def context_from(args: argparse.Namespace) -> Context:
@@ -60,7 +65,9 @@ def context_from(args: argparse.Namespace) -> Context:
 
 
 def probe_options_from(args: argparse.Namespace) -> ProbeOptions:
-    return ProbeOptions(pids=tuple(args.pid), all_pids=args.all_pids, timeout_s=args.timeout)
+    return ProbeOptions(
+        pids=tuple(args.pid), all_pids=args.all_pids, timeout_s=args.timeout, root=args.root
+    )
 
 
 def console(stderr: bool = False) -> Any:

@@ -16,6 +16,7 @@ class ProbeOptions:
     pids: tuple[int, ...] = ()
     all_pids: bool = False
     timeout_s: float = 60.0  # whole-probe deadline on the target
+    root: str | None = None  # read the node's files under this directory (mounted root/image)
     extra: tuple[str, ...] = field(default=())
 
     def probe_argv(self) -> list[str]:
@@ -24,6 +25,8 @@ class ProbeOptions:
             argv += ["--pid", str(int(pid))]
         if self.all_pids:
             argv.append("--all-pids")
+        if self.root:
+            argv += ["--root", self.root]
         return argv + list(self.extra)
 
 
