@@ -1,0 +1,141 @@
+"""The plan's knowledge as data: instances, engines, transports, pins, env.
+
+The TOML files in data/ are the registry; this module only loads and types
+them, so adding an instance or bumping a pin is a data edit.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on 3.10
+    import tomli as tomllib
+
+
+@dataclass(frozen=True)
+class Instance:
+    type: str
+    aliases: tuple[str, ...]
+    gpu: str
+    gpus: int
+    sm: str
+    efa: int
+    efa_comp_counters: bool
+    vcpu: int
+    memory_gib: int
+    cpu_request: str
+    memory_request: str
+
+
+@dataclass(frozen=True)
+class Engine:
+    key: str
+    label: str
+    ep_kernel: str
+    transports: tuple[str, ...]
+    modes: tuple[str, ...]
+    default_mode: str
+    uses_deepep: bool
+    serve_ep: str
+    measured: tuple[tuple[str, str], ...]
+    seeds: tuple[str, ...]
+    image: str
+    vllm_pin: str = ""
+    dynamo_version: str = ""
+    nccl_hold: str = ""
+
+
+@dataclass(frozen=True)
+class Transport:
+    key: str
+    label: str
+    gin: bool
+    gin_type: int
+    nccl_min: str
+    default_nccl: str
+    needs_comp_counters: bool
+    legacy_gin_type: int | None = None
+    legacy_note: str = ""
+
+
+@dataclass(frozen=True)
+class VllmCommit:
+    sha: str
+    version: str
+    has_52632: bool
+    note: str
+
+
+def _data(name: str) -> dict[str, Any]:
+    text = (resources.files("epdoctor.plan") / "data" / name).read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+@functools.cache
+def instances() -> dict[str, Instance]:
+    out = {}
+    for key, d in _data("instances.toml")["instances"].items():
+        out[key] = Instance(type=key, aliases=tuple(d.get("aliases", ())), **_drop(d, "aliases"))
+    return out
+
+
+@functools.cache
+def engines() -> dict[str, Engine]:
+    out = {}
+    for key, d in _data("engines.toml")["engines"].items():
+        d = dict(d)
+        d["transports"] = tuple(d["transports"])
+        d["modes"] = tuple(d["modes"])
+        d["measured"] = tuple(tuple(m) for m in d["measured"])
+        d["seeds"] = tuple(d["seeds"])
+        out[key] = Engine(key=key, **d)
+    return out
+
+
+@functools.cache
+def unsupported() -> dict[str, str]:
+    return dict(_data("engines.toml").get("unsupported", {}))
+
+
+@functools.cache
+def transports() -> dict[str, Transport]:
+    return {k: Transport(key=k, **d) for k, d in _data("transports.toml")["transports"].items()}
+
+
+@functools.cache
+def vllm_commits() -> tuple[VllmCommit, ...]:
+    return tuple(VllmCommit(**c) for c in _data("vllm.toml")["commits"])
+
+
+@functools.cache
+def pins() -> tuple[dict[str, Any], ...]:
+    return tuple(_data("pins.toml")["pins"])
+
+
+@functools.cache
+def env_rules() -> dict[str, tuple[dict[str, Any], ...]]:
+    d = _data("env.toml")
+    return {"set": tuple(d.get("set", ())), "unset": tuple(d.get("unset", ()))}
+
+
+def resolve_instance(name: str) -> Instance | None:
+    """An instance by type or alias, case-insensitive; None when unknown."""
+    wanted = name.strip().lower()
+    for inst in instances().values():
+        if wanted == inst.type or wanted in inst.aliases:
+            return inst
+    return None
+
+
+def matches(selector: list[str] | tuple[str, ...], value: str) -> bool:
+    return "*" in selector or value in selector
+
+
+def _drop(d: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if k not in keys}

@@ -1,0 +1,150 @@
+"""The commands a plan runs, per role, exactly as the launcher will run them.
+
+They read two variables the environment provides: LEADER_ADDR (the leader
+node's address) and NODE_RANK (0 on the leader). The manifests and the bare
+scripts both set them, so one command string serves both.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from epdoctor.plan.model import Commands
+
+PORT = 8000
+DP_RPC_PORT = 13345
+TORCH_PORT = 29500
+DEEPEP_TEST_PORT = 8361
+SGLANG_DIST_PORT = 5757
+DEEPEP_ROOT = "/opt/DeepEP"
+NCCL_EP_PROBE = "/opt/recipe/probe_nccl_ep.py"
+BANNER = "fabric is efa-direct"
+SMOKE_PROMPT = "In one sentence, what is expert parallelism in a Mixture-of-Experts model?"
+
+
+def _vllm_args(model: str, world: int, gpus: int, nodes: int, mode: str) -> list[str]:
+    args = [
+        "--enable-expert-parallel",
+        "--all2all-backend", "deepep_v2",
+        "--data-parallel-size", str(world),
+        "--data-parallel-size-local", str(gpus),
+        "--data-parallel-backend", "mp",
+    ]  # fmt: skip
+    if nodes > 1:
+        args += [
+            "--data-parallel-address", '"$LEADER_ADDR"',
+            "--data-parallel-rpc-port", str(DP_RPC_PORT),
+        ]  # fmt: skip
+    if mode == "eager":
+        args.append("--enforce-eager")
+    return args
+
+
+def _q(model: str) -> str:
+    return shlex.quote(model)
+
+
+def serve_commands(
+    engine: str, model: str, world: int, gpus: int, nodes: int, mode: str
+) -> tuple[str, str]:
+    """(leader, worker); worker is "" when there is only one node."""
+    m = _q(model)
+    if engine in ("vllm", "dynamo"):
+        common = _vllm_args(model, world, gpus, nodes, mode)
+        worker = " ".join(
+            ["vllm", "serve", m, *common, "--headless", "--data-parallel-start-rank",
+             f'"$((NODE_RANK * {gpus}))"']
+        )  # fmt: skip
+        if engine == "vllm":
+            leader = " ".join(
+                ["vllm", "serve", m, "--host", "0.0.0.0", "--port", str(PORT), *common]
+            )
+        else:
+            leader = (
+                f"python3 -m dynamo.frontend --http-port {PORT} --discovery-backend file & "
+                + " ".join(["exec", "python3", "-m", "dynamo.vllm", "--discovery-backend", "file",
+                            "--model", m, *common])
+            )  # fmt: skip
+        return leader, worker if nodes > 1 else ""
+    if engine == "trtllm":
+        serve = (
+            "printf 'enable_attention_dp: true\\n' > /tmp/extra-llm-api.yaml && "
+            f"trtllm-serve {m} --host 0.0.0.0 --port {PORT} --backend pytorch "
+            f"--tp_size {gpus} --ep_size {gpus} --extra_llm_api_options /tmp/extra-llm-api.yaml"
+        )
+        # Every node serves its own EP group: trtllm-serve does not span nodes here (E502).
+        return serve, serve if nodes > 1 else ""
+    if engine == "sglang":
+        serve = " ".join(
+            ["python3", "-m", "sglang.launch_server", "--model-path", m, "--trust-remote-code",
+             "--host", "0.0.0.0", "--port", str(PORT), "--tp", str(world), "--dp", str(world),
+             "--enable-dp-attention", "--moe-a2a-backend", "deepep",
+             "--nnodes", str(nodes), "--node-rank", '"$NODE_RANK"',
+             "--dist-init-addr", f'"$LEADER_ADDR:{SGLANG_DIST_PORT}"']
+        )  # fmt: skip
+        return serve, serve if nodes > 1 else ""
+    raise ValueError(engine)
+
+
+def kernel_test_command(engine: str, nodes: int, gpus: int, world: int, experts: int) -> str:
+    """One process per node; passes only on exit 0 AND the efa-direct banner."""
+    log = "/tmp/epdoctor-kernel-test.log"
+    if engine in ("vllm", "dynamo"):
+        run = (
+            f'MASTER_ADDR="$LEADER_ADDR" MASTER_PORT={DEEPEP_TEST_PORT} WORLD_SIZE={nodes} '
+            f'RANK="$NODE_RANK" NCCL_DEBUG=INFO python3 {DEEPEP_ROOT}/tests/elastic/test_ep.py '
+            f"--num-processes {gpus} --num-experts {experts}"
+        )
+    elif engine == "sglang":
+        run = (
+            f'MASTER_ADDR="$LEADER_ADDR" MASTER_PORT={DEEPEP_TEST_PORT} WORLD_SIZE={nodes} '
+            f'RANK="$NODE_RANK" NCCL_DEBUG=INFO python3 {DEEPEP_ROOT}/tests/test_internode.py'
+        )
+    else:
+        run = (
+            f"NCCL_DEBUG=INFO torchrun --nnodes {nodes} --nproc-per-node {gpus} "
+            f'--node-rank "$NODE_RANK" --master-addr "$LEADER_ADDR" --master-port {TORCH_PORT} '
+            f"{NCCL_EP_PROBE}"
+        )
+    banner = "" if nodes == 1 else f" && grep -q {shlex.quote(BANNER)} {log}"
+    return f"{run} > {log} 2>&1{banner}"
+
+
+def smoke_command(model: str, served_name: str | None = None) -> str:
+    body = json.dumps(
+        {
+            "model": served_name or model,
+            "max_tokens": 32,
+            "temperature": 0,
+            "messages": [{"role": "user", "content": SMOKE_PROMPT}],
+        },
+        separators=(",", ":"),
+    )
+    return (
+        f'curl -sf --max-time 300 "http://${{LEADER_ADDR:-127.0.0.1}}:{PORT}/v1/chat/completions" '
+        f"-H 'content-type: application/json' -d {shlex.quote(body)}"
+    )
+
+
+def kernel_test_experts(world: int, model_experts: int | None) -> int:
+    """A synthetic expert count the kernel test can split over every rank."""
+    if model_experts and model_experts % world == 0:
+        return model_experts
+    if 256 % world == 0:
+        return 256
+    return world * 8
+
+
+def commands(
+    engine: str, model: str, world: int, gpus: int, nodes: int, mode: str, experts: int | None
+) -> Commands:
+    leader, worker = serve_commands(engine, model, world, gpus, nodes, mode)
+    return Commands(
+        leader=leader,
+        worker=worker,
+        kernel_test=kernel_test_command(
+            engine, nodes, gpus, world, kernel_test_experts(world, experts)
+        ),
+        smoke=smoke_command(model),
+    )

@@ -1,0 +1,282 @@
+"""The rules behind a verdict. Each takes the resolved context and yields
+Reasons tied to trap codes; the facts they test (which engine runs on which
+transport, which instance has completion counters, which pin carries a fix)
+come from data/, so the rules only say how those facts combine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from packaging.version import Version
+
+from epdoctor.plan import knowledge
+from epdoctor.plan.knowledge import Engine, Instance, Transport
+from epdoctor.plan.model import Experts, Level, PlanInput, Reason
+from epdoctor.plan.versions import vllm_commit
+
+
+@dataclass(frozen=True)
+class Ctx:
+    inp: PlanInput
+    engine: Engine
+    transport: Transport
+    instance: Instance
+    gpus: int
+    world: int
+    serve_ep: int
+    mode: str
+    nccl: Version | None
+    vllm_pin: str
+    experts: Experts
+
+
+Rule = Callable[[Ctx], Iterator[Reason]]
+RULES: list[Rule] = []
+
+
+def rule(fn: Rule) -> Rule:
+    RULES.append(fn)
+    return fn
+
+
+def evaluate(ctx: Ctx) -> list[Reason]:
+    out: list[Reason] = []
+    for fn in RULES:
+        out.extend(fn(ctx))
+    return out
+
+
+def _r(code: str, level: Level, message: str) -> Reason:
+    return Reason(code, level, message)
+
+
+@rule
+def engine_runs_on_transport(c: Ctx) -> Iterator[Reason]:
+    if c.transport.key not in c.engine.transports:
+        why = knowledge.unsupported().get(f"{c.engine.key}/{c.transport.key}", "")
+        runs = ", ".join(c.engine.transports)
+        yield _r(
+            "E501",
+            Level.BLOCKER,
+            f"{c.engine.label} does not run its EP all-to-all on {c.transport.label} "
+            f"(it runs on: {runs}). {why}".strip(),
+        )
+
+
+@rule
+def completion_counters(c: Ctx) -> Iterator[Reason]:
+    if c.transport.needs_comp_counters and not c.instance.efa_comp_counters:
+        yield _r(
+            "H125",
+            Level.BLOCKER,
+            f"{c.instance.type} ({c.instance.gpu}) has no EFA completion counters, which "
+            "EFA-GDA needs; aws-ofi-nccl enables it only on p5en, p6-b200 and p6-b300. "
+            "Use --transport gin-proxy here.",
+        )
+
+
+@rule
+def nccl_version(c: Ctx) -> Iterator[Reason]:
+    if not c.transport.gin or c.nccl is None:
+        return
+    v = c.nccl
+    if c.transport.key == "efa-gda" and v < Version(c.transport.nccl_min):
+        yield _r(
+            "T101",
+            Level.BLOCKER,
+            f"NCCL {v} has no NCCL_GIN_TYPE={c.transport.gin_type} (EFA_GDA arrives in "
+            f"{c.transport.nccl_min}); the plan does not write the seed's pre-release type "
+            f"{c.transport.legacy_gin_type}.",
+        )
+        yield _r("T102", Level.INFO, c.transport.legacy_note)
+    if c.engine.nccl_hold:
+        hold = Version(c.engine.nccl_hold)
+        if v > hold:
+            yield _r(
+                "L505",
+                Level.BLOCKER,
+                f"NCCL {v} with prebuilt libnccl_ep 0.1.0: it is compiled against the "
+                f"{hold} device API and ncclDevComm is not append-only in 2.31 (fields "
+                f"shift mid-struct), the fails-quietly case. Hold NCCL at {hold}.",
+            )
+        elif v < hold:
+            yield _r(
+                "L101",
+                Level.BLOCKER,
+                f"NCCL {v} is below TensorRT-LLM's _MIN_NCCL_RUNTIME_VERSION {hold}: NcclEP "
+                "raises 'nccl-ep is not installed.'",
+            )
+        else:
+            yield _r(
+                "L505",
+                Level.INFO,
+                f"NCCL held at {hold} for prebuilt libnccl_ep 0.1.0; bump only with a "
+                "libnccl_ep rebuilt on the newer device API, then re-run the kernel probe.",
+            )
+    elif c.engine.uses_deepep and v < Version("2.30.4"):
+        yield _r(
+            "L101",
+            Level.BLOCKER,
+            f"NCCL {v} is below what vLLM's DeepEP-V2 manager needs (2.30.4; "
+            "ncclGetLsaDevicePointer from 2.29.2).",
+        )
+    if c.transport.key == "gin-proxy" and v < Version("2.31.2") and not c.engine.nccl_hold:
+        yield _r(
+            "C510",
+            Level.INFO,
+            f"Planned on NCCL {v}, the version the seeds ran the CPU proxy on end to end; "
+            "aws-ofi-nccl's gin-getting-started now names NCCL >= 2.31.2 as its base "
+            "(pass --nccl 2.31.2 to follow it; NCCL_GIN_TYPE=2 is unchanged).",
+        )
+
+
+@rule
+def node_preconditions(c: Ctx) -> Iterator[Reason]:
+    if not c.transport.gin:
+        return
+    yield _r(
+        "H111",
+        Level.INFO,
+        "Node precondition: host gdrdrv and libgdrapi >= 2.5 (GIN's forced-PCIe copy); "
+        "check with `epdoctor diagnose`.",
+    )
+    if c.transport.key == "efa-gda":
+        yield _r("H124", Level.INFO, "Node precondition: EFA installer >= 1.50.0.")
+        yield _r("N104", Level.INFO, "Node precondition: libfabric >= 2.6.0, rdma-core >= 64.")
+        yield _r("H122", Level.INFO, "Node precondition: efa.ko >= 3.3.0 on the host.")
+        yield _r(
+            "H103",
+            Level.INFO,
+            'Node precondition: nvidia module option NVreg_RegistryDwords="PeerMappingOverride=1", '
+            "in effect after a driver reload.",
+        )
+
+
+@rule
+def execution_mode(c: Ctx) -> Iterator[Reason]:
+    if c.mode != "graphs":
+        return
+    commit = vllm_commit(c.vllm_pin)
+    if commit is None:
+        yield _r(
+            "E503",
+            Level.UNKNOWN,
+            f"CUDA-graph mode needs a vLLM at or after the #52632 merge (14617c2b); the plan "
+            f"cannot place vLLM {c.vllm_pin} relative to it. Use --mode eager or a known pin.",
+        )
+    elif not commit.has_52632:
+        yield _r(
+            "E503",
+            Level.BLOCKER,
+            f"vLLM {commit.sha} predates the #52632 merge: CUDA-graph mode hits the empty "
+            "ExpertTokensMetadata path. Use --mode eager or --vllm-pin 14617c2b.",
+        )
+    else:
+        yield _r(
+            "E503",
+            Level.CAVEAT,
+            f"vLLM {commit.sha} carries #52632, so CUDA graphs are expected to work; the "
+            "seeds' published tables are eager and non-eager was not re-measured at this pin.",
+        )
+
+
+@rule
+def trtllm_single_node_serve(c: Ctx) -> Iterator[Reason]:
+    if c.engine.key != "trtllm" or c.inp.nodes < 2:
+        return
+    where = (
+        "on VPC-CNI pods mpirun's out-of-band bootstrap cannot reach across /32 pod networks"
+        if c.inp.target == "kubernetes"
+        else "a node-spanning trtllm-serve needs an mpirun bootstrap the seeds never ran"
+    )
+    yield _r(
+        "E502",
+        Level.CAVEAT,
+        f"trtllm-serve cannot span nodes here ({where}): the plan serves EP{c.gpus} on each "
+        f"node and proves the {c.world}-rank cross-node path with the torchrun NcclEP probe.",
+    )
+
+
+@rule
+def deepep_on_sm103(c: Ctx) -> Iterator[Reason]:
+    if c.engine.uses_deepep and c.instance.sm == "10.3":
+        yield _r(
+            "D504",
+            Level.CAVEAT,
+            f"{c.instance.type} is sm_103: DeepEP's JIT maps every major-10 GPU to sm_100f and "
+            "ptxas (CUDA 13.0) rejected the PTX at the seeds' DeepEP pin; build the in-pod "
+            "_C.so and run the kernel test before serving.",
+        )
+
+
+@rule
+def single_node(c: Ctx) -> Iterator[Reason]:
+    if c.inp.nodes == 1:
+        yield _r(
+            "M509",
+            Level.CAVEAT,
+            "One node: the EP all-to-all stays on NVLink, so this plan proves nothing about EFA.",
+        )
+
+
+@rule
+def measured(c: Ctx) -> Iterator[Reason]:
+    if c.transport.key not in c.engine.transports:
+        return
+    pair = (c.transport.key, c.instance.type)
+    if pair not in c.engine.measured:
+        ran = "; ".join(f"{t} on {i}" for t, i in c.engine.measured) or "nothing in detail"
+        yield _r(
+            "M508",
+            Level.CAVEAT,
+            f"No seed ran {c.engine.label} over {c.transport.label} on {c.instance.type} end to "
+            f"end (they ran: {ran}); planned from the mechanism, so run every gate.",
+        )
+    if c.engine.vllm_pin and c.vllm_pin != c.engine.vllm_pin:
+        yield _r(
+            "M508",
+            Level.CAVEAT,
+            f"{c.engine.label} ran at vLLM {c.engine.vllm_pin} in the seeds, not {c.vllm_pin}.",
+        )
+    if c.engine.key in ("vllm", "dynamo") and pair in c.engine.measured:
+        yield _r(
+            "M508",
+            Level.INFO,
+            "The seeds' end-to-end runs used an earlier substrate; the current pins "
+            "(installer-bundled plugin, DeepEP fork 97d8f9bc) were verified at build and "
+            "symbol level: the kernel test gate comes before serve.",
+        )
+
+
+@rule
+def ep_divisibility(c: Ctx) -> Iterator[Reason]:
+    e = c.experts
+    if e.dense:
+        yield _r(
+            "D506",
+            Level.BLOCKER,
+            f"{c.inp.model} is not a routed MoE ({e.source} has no routed-expert count): "
+            "there is nothing to expert-parallelise.",
+        )
+    elif e.count is None:
+        yield _r(
+            "D507",
+            Level.UNKNOWN,
+            f"EP divisibility not checked: {e.source}.",
+        )
+    elif e.count % c.serve_ep:
+        yield _r(
+            "D506",
+            Level.BLOCKER,
+            f"{e.count} routed experts do not divide over EP{c.serve_ep} "
+            f"({e.count} % {c.serve_ep} = {e.count % c.serve_ep}); pick an EP that divides "
+            f"{e.count}.",
+        )
+    else:
+        yield _r(
+            "D506",
+            Level.INFO,
+            f"{e.count} routed experts over EP{c.serve_ep}: {e.count // c.serve_ep} per rank "
+            f"({e.key or 'given'} from {e.source}).",
+        )
