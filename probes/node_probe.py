@@ -80,15 +80,23 @@ def run(argv, timeout=10.0):
     timeout = min(timeout, left())
     t0 = time.time()
     try:
+        # Own session, so a timeout kills the tool and anything it started.
         p = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
     except (OSError, ValueError) as exc:
         return {"argv": argv, "missing": True, "error": str(exc)}
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        p.kill()
+        try:
+            os.killpg(p.pid, 9)
+        except OSError:
+            p.kill()
         out, err = p.communicate()
         return {
             "argv": argv,
@@ -519,7 +527,7 @@ PLUGIN_NAME = re.compile(
 def resolve_plugin_name(value, env):
     """Where NCCL would look for NCCL_NET_PLUGIN=value (bare names: X, then libnccl-net-X.so)."""
     if "/" in value:
-        return [value]
+        return [value] if exists(value) else []
     cands = [value, "libnccl-net-%s.so" % value]
     dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d] + list(PLUGIN_DIRS)
     return [os.path.join(d, c) for c in cands for d in dirs if exists(os.path.join(d, c))]
@@ -794,6 +802,25 @@ def process(pid):
     return out
 
 
+def describe_mapped(procs, libs):
+    """Libraries a process really loaded but the directory scan did not find (its truth)."""
+    if not isinstance(procs, list) or not isinstance(libs, dict):
+        return []
+    known = set()
+    for e in libs.get("libs") or []:
+        known.add(e.get("path"))
+        known.add(e.get("realpath"))
+    out = []
+    for proc in procs:
+        for path in proc.get("mapped") or []:
+            base = os.path.basename(path)
+            kind = next((k for k, rx in LIB_KINDS if rx.match(base)), None)
+            if kind and path not in known:
+                known.add(path)
+                out.append(describe_lib(path, kind))
+    return out
+
+
 def nccl_pids():
     pids = []
     for d in listdir("/proc") or []:
@@ -859,6 +886,7 @@ def main(argv):
     if all_pids:
         pids = pids + [p for p in nccl_pids() if p not in pids]
     section("processes", lambda: [process(p) for p in pids])
+    section("mapped_libs", describe_mapped, sections.get("processes"), sections.get("libraries"))
     doc = {
         "probe": "epdoctor-node-probe",
         "probe_version": PROBE_VERSION,

@@ -270,7 +270,10 @@ def build_node_facts(doc: dict[str, Any]) -> NodeFacts:
         for k, v in (doc.get("sections") or {}).items()
         if isinstance(v, dict) and "probe_error" in v
     }
-    entries = libs.get("libs") if isinstance(libs, dict) else None
+    entries = list(libs.get("libs") or []) if isinstance(libs, dict) else []
+    mapped = _sec(doc, "mapped_libs")
+    if isinstance(mapped, list):
+        entries += mapped
     return NodeFacts(
         hostname=str(system.get("hostname", "?")),
         kernel=str(system.get("kernel", "?")),
