@@ -63,7 +63,7 @@ def serve_commands(
         else:
             leader = (
                 f"python3 -m dynamo.frontend --http-port {PORT} --discovery-backend file & "
-                + " ".join(["exec", "python3", "-m", "dynamo.vllm", "--discovery-backend", "file",
+                + " ".join(["python3", "-m", "dynamo.vllm", "--discovery-backend", "file",
                             "--model", m, *common])
             )  # fmt: skip
         return leader, worker if nodes > 1 else ""
