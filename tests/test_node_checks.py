@@ -370,6 +370,6 @@ def test_probe_deadline_bounds_a_hung_tool(tmp_path):
     script.write_text("#!/bin/sh\nsleep 30\n")
     script.chmod(0o755)
     t0 = time.monotonic()
-    facts, f = diagnose(n, Context(), "--deadline", "4")
+    _, f = diagnose(n, Context(), "--deadline", "4")
     assert time.monotonic() - t0 < 15
     assert "timed out" in one(f, "H101").title
