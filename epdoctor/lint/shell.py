@@ -113,7 +113,8 @@ class ShellState:
 
 def logical_lines(text: str, first_line: int = 1) -> Iterator[tuple[int, str]]:
     """(start line, text) per logical line: continuations joined, open quotes carried."""
-    buf: list[str] = []
+    buf = ""
+    pending = 0  # physical lines in buf
     start = first_line
     heredoc: str | None = None
     for n, raw in enumerate(text.split("\n"), start=first_line):
@@ -122,21 +123,22 @@ def logical_lines(text: str, first_line: int = 1) -> Iterator[tuple[int, str]]:
             if raw.strip() == heredoc:
                 heredoc = None
             continue
-        if not buf:
+        if not pending:
             start = n
+        pending += 1
         if raw.endswith("\\") and not raw.endswith("\\\\"):
-            buf.append(raw[:-1])
+            buf += raw[:-1] + " "  # backslash-newline vanishes in the shell
             continue
-        buf.append(raw)
-        joined = "\n".join(buf)
-        if _balanced(joined) or len(buf) > 200:
-            yield start, joined
-            buf = []
-            m = _HEREDOC_RE.search(joined)
-            if m:
-                heredoc = m.group(2)
-    if buf:
-        yield start, "\n".join(buf)
+        buf += raw
+        if _balanced(buf) or pending > 200:
+            yield start, buf
+            m = _HEREDOC_RE.search(buf)
+            heredoc = m.group(2) if m else None
+            buf, pending = "", 0
+        else:
+            buf += "\n"  # a quoted string spans the newline
+    if pending:
+        yield start, buf
 
 
 def _balanced(s: str) -> bool:
@@ -505,10 +507,12 @@ def _errexit_assignment(
     return hits
 
 
-def _printed_markers(ctx: LintContext) -> list[str]:
-    """Strings the recipe's own scripts print (echo/printf), where a gate's marker may come from."""
+def _printed_markers(file: RecipeFile, ctx: LintContext) -> list[str]:
+    """What the scripts this one runs print (echo/printf): where its gate's marker may come from."""
     out: list[str] = []
     for f in ctx.of_kind("shell"):
+        if f.rel == file.rel or not re.search(rf"(^|[\s/]){re.escape(f.name)}\b", file.text):
+            continue
         for p in pipelines(f.text):
             for c in p.commands:
                 if c.name in ("echo", "printf"):
@@ -529,7 +533,7 @@ def _marker_findings(file: RecipeFile, ctx: LintContext) -> list[Hit]:
                 if not PASS_RE.search(pat):
                     continue
                 if printed is None:
-                    printed = _printed_markers(ctx)
+                    printed = _printed_markers(file, ctx)
                 flags = re.I if "i" in _short_flags(c.args()) else 0
                 try:
                     rx = re.compile(pat.replace("\\b", r"\b"), flags)

@@ -1,0 +1,133 @@
+"""Shell rules on recipe-shaped scripts: positive and negative for each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from epdoctor.lint import lint_paths
+from epdoctor.lint.shell import is_shell_script, pipelines, script_findings
+
+FIXTURES = Path(__file__).parent / "fixtures" / "lint"
+STRICT = "#!/usr/bin/env bash\nset -euo pipefail\n"
+
+
+def hits(text: str) -> list[tuple[str, int]]:
+    return [(h.code, h.line) for h in script_findings(text)]
+
+
+CASES = {
+    "S401": (
+        "#!/bin/bash\npgrep -af 'vllm serve' >/dev/null\n",
+        "#!/bin/bash\npgrep -af '[v]llm serve' >/dev/null\n",
+    ),
+    "S402": (
+        STRICT + "nm -D libnccl.so.2 | grep -q ncclGetLsaDevicePointer\n",
+        STRICT + '[ "$(nm -D libnccl.so.2 | grep -c ncclGetLsaDevicePointer)" -gt 0 ]\n',
+    ),
+    "S403": (
+        STRICT + "LEADER_IP=$(getent hosts \"$L\" | awk '{print $1}' | head -1)\n"
+        'test -n "$LEADER_IP" || { echo FATAL; exit 1; }\n',
+        STRICT + "LEADER_IP=$(getent hosts \"$L\" | awk '{print $1}' | head -1 || true)\n"
+        'test -n "$LEADER_IP" || { echo FATAL; exit 1; }\n',
+    ),
+    "S405": (
+        "#!/bin/bash\ngrep -c 'Selected provider' kernel.log\n",
+        "#!/bin/bash\ngrep -cE 'Selected provider is efa, fabric is efa-direct' kernel.log\n",
+    ),
+    "S406": (
+        "#!/bin/bash\ntorchrun --nproc-per-node=8 tests/elastic/test_ep.py --num-processes 8\n",
+        "#!/bin/bash\ntorchrun --nproc-per-node=1 tests/elastic/test_ep.py --num-processes 8\n",
+    ),
+    "B407": (
+        "#!/bin/bash\npython3 setup.py build_ext --inplace 2>&1 | tail -30\n",
+        "#!/bin/bash\npython3 setup.py build_ext --inplace 2>&1 | tee build.log\n",
+    ),
+    "B409": (
+        "#!/bin/bash\nldconfig -p | grep 'libnccl\\.so\\.2 => /opt/nccl'\n",
+        "#!/bin/bash\nldconfig -p | grep 'libnccl\\.so\\.2 (libc6,x86-64) => /opt/nccl'\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("code", sorted(CASES))
+def test_rule_fires(code):
+    assert code in [c for c, _ in hits(CASES[code][0])]
+
+
+@pytest.mark.parametrize("code", sorted(CASES))
+def test_rule_quiet(code):
+    assert code not in [c for c, _ in hits(CASES[code][1])]
+
+
+def test_s402_needs_pipefail_and_skips_echo_producers():
+    assert hits("#!/bin/bash\nnm -D x | grep -q y\n") == []
+    assert hits(STRICT + 'echo "$v" | grep -q y\n') == []
+    assert hits("#!/bin/bash\nset -o pipefail\nstrings big | grep --quiet y\n") == [("S402", 3)]
+    # set +o pipefail turns it back off
+    assert hits("#!/bin/bash\nset -o pipefail\nset +o pipefail\nnm x | grep -q y\n") == []
+
+
+def test_s403_needs_errexit_a_guard_and_a_plain_assignment():
+    guard = 'V="$(ls -d /opt/x* 2>/dev/null | head -1)"\n[ -n "$V" ] || exit 1\n'
+    assert ("S403", 3) in hits(STRICT + guard)
+    assert hits("#!/bin/bash\n" + guard) == []  # no set -e: the guard runs
+    assert hits(STRICT + 'V="$(ls -d /opt/x* | head -1)"\necho "$V"\n') == []  # no guard
+    assert hits(STRICT + 'if ! V=$(ls /opt/x*); then exit 1; fi\n[ -n "$V" ]\n') == []
+    assert hits(STRICT + 'V=$(ls /opt/x*) || V=""\n[ -z "$V" ] && exit 1\n') == []
+    assert ("S403", 2) in hits("#!/bin/bash -e\nX=$(cmd)\n: ${X:?empty}\n")
+
+
+def test_s401_other_forms():
+    assert ("S401", 2) in hits("#!/bin/sh\nif pgrep -f sglang.launch_server; then :; fi\n")
+    assert ("S401", 2) in hits("#!/bin/sh\nX=$(pkill -f 'python3 -m dynamo' || true)\n")
+    assert hits("#!/bin/sh\npgrep vllm\n") == []  # -f absent: matches the name only
+
+
+def test_here_documents_are_data():
+    text = "#!/bin/bash\ncat > probe.sh <<'EOF'\npgrep -f 'vllm serve'\nEOF\npgrep -f '[v]llm'\n"
+    assert hits(text) == []
+
+
+def test_pipelines_structure():
+    ps = list(pipelines("a | b && c; if d | e; then f; fi\nX=$(g | h)\n"))
+    shape = [([c.name for c in p.commands], p.prefix) for p in ps]
+    assert (["a", "b"], "") in shape and (["d", "e"], "if") in shape
+    assert (["g", "h"], "$()") in shape
+
+
+def test_script_detection(tmp_path):
+    p = tmp_path / "serve"
+    assert is_shell_script(p, "#!/usr/bin/env bash\n")
+    assert not is_shell_script(p, "#!/usr/bin/env python3\n")
+    assert is_shell_script(tmp_path / "x.sh", "")
+
+
+def test_s404_and_fixture_folders():
+    bad = lint_paths([FIXTURES / "recipe-bad"])
+    got = {(f.path, f.code) for f in bad.active if f.path.startswith("recipe/")}
+    assert got == {
+        ("recipe/probe-worker.sh", "S401"),
+        ("recipe/run-kernel-test.sh", "S403"),
+        ("recipe/run-kernel-test.sh", "S405"),
+        ("recipe/run-kernel-test.sh", "S406"),
+        ("recipe/run-kernel-test.sh", "S404"),
+        ("recipe/verify-image.sh", "S402"),
+    }
+    good = lint_paths([FIXTURES / "recipe-good"])
+    assert [f for f in good.active if f.path.startswith("recipe/")] == []
+
+
+def test_s404_marker_printed_by_a_called_script_counts(tmp_path):
+    (tmp_path / "run.sh").write_text(
+        "#!/bin/bash\npython3 tests/elastic/test_ep.py\necho DONE-OK\n"
+    )
+    (tmp_path / "gate.sh").write_text(
+        "#!/bin/bash\nbash run.sh tests/elastic/test_ep.py > log\ngrep -q PASS log\n"
+    )
+    found = [(f.path, f.code) for f in lint_paths([tmp_path]).active]
+    assert ("gate.sh", "S404") in found
+    (tmp_path / "run.sh").write_text("#!/bin/bash\npython3 tests/elastic/test_ep.py\necho PASS\n")
+    found = [(f.path, f.code) for f in lint_paths([tmp_path]).active]
+    assert ("gate.sh", "S404") not in found
