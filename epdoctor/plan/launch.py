@@ -67,7 +67,7 @@ def serve_commands(
                             "--model", m, *common])
             )  # fmt: skip
         return leader, worker if nodes > 1 else ""
-    if engine == "trtllm":
+    if engine == "tensorrt-llm":
         serve = (
             "printf 'enable_attention_dp: true\\n' > /tmp/extra-llm-api.yaml && "
             f"trtllm-serve {m} --host 0.0.0.0 --port {PORT} --backend pytorch "

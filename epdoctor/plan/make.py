@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from epdoctor.plan import contract, knowledge, launch, rules
@@ -28,8 +29,22 @@ MOVING_TAGS = {"latest", "main", "master", "nightly", "stable", "dev", "edge"}
 MAX_NODES = 64
 
 
+ALIASES = {
+    "trtllm": "tensorrt-llm",
+    "trt-llm": "tensorrt-llm",
+    "nvidia-dynamo": "dynamo",
+    "gdaki": "efa-gda",
+    "gda": "efa-gda",
+    "proxy": "gin-proxy",
+    "k8s": "kubernetes",
+    "cuda-graphs": "graphs",
+    "non-eager": "graphs",
+}
+
+
 def _choice(value: str, allowed: tuple[str, ...] | list[str], what: str) -> str:
     v = (value or "").strip().lower()
+    v = ALIASES.get(v, v)
     if v not in allowed:
         raise PlanInputError(f"unknown {what} {value!r}; choose one of: {', '.join(allowed)}")
     return v
@@ -51,7 +66,7 @@ def validate_image(image: str) -> str:
 
 
 def default_name(engine: str) -> str:
-    return {"vllm": "vllm-deepep", "dynamo": "dynamo-deepep", "trtllm": "trtllm-ncclep",
+    return {"vllm": "vllm-deepep", "dynamo": "dynamo-deepep", "tensorrt-llm": "trtllm-ncclep",
             "sglang": "sglang-deepep"}[engine]  # fmt: skip
 
 
@@ -101,6 +116,19 @@ def make_plan(inp: PlanInput) -> Plan:
     if inp.vllm_pin and not engine.vllm_pin:
         raise PlanInputError(f"{engine.label} does not run on vLLM; drop --vllm-pin")
 
+    inp = dataclasses.replace(
+        inp,
+        engine=engine_key,
+        transport=transport_key,
+        target=target,
+        instance=instance.type,
+        gpus_per_node=gpus,
+        mode=mode,
+        nccl=str(nccl) if nccl else None,
+        vllm_pin=vllm_pin or None,
+        image=image,
+        name=name,
+    )
     world = inp.nodes * gpus
     serve_ep = gpus if engine.serve_ep == "node" else world
     experts = find_experts(inp.model, inp.num_experts, inp.hf_cache)

@@ -13,7 +13,7 @@ from typing import Any
 
 from epdoctor.model import EpdoctorError
 
-ENGINES = ("vllm", "dynamo", "trtllm", "sglang")
+ENGINES = ("vllm", "dynamo", "tensorrt-llm", "sglang")
 TRANSPORTS = ("gin-proxy", "efa-gda", "nvshmem")
 MODES = ("eager", "graphs")
 TARGETS = ("kubernetes", "bare")
