@@ -120,12 +120,14 @@ def parse_rdma_devices(section: object) -> Fact[list[RdmaDevice]]:
         if not isinstance(d, dict):
             continue
         ports = []
-        for pname, p in sorted((d.get("ports") or {}).items()):
+        ports_raw = d.get("ports") if isinstance(d.get("ports"), dict) else {}
+        for pname, p in sorted(ports_raw.items()):
             if not isinstance(p, dict):
                 continue
             hc = p.get("hw_counters")
             counters = {}
-            for k, v in (p.get("counters") or {}).items():
+            raw = p.get("counters") if isinstance(p.get("counters"), dict) else {}
+            for k, v in raw.items():
                 try:
                     counters[str(k)] = int(str(v).strip())
                 except ValueError:
@@ -133,19 +135,21 @@ def parse_rdma_devices(section: object) -> Fact[list[RdmaDevice]]:
             ports.append(
                 RdmaPort(
                     name=str(pname),
-                    hw_counters=tuple(hc) if isinstance(hc, list) else None,
+                    hw_counters=tuple(str(x) for x in hc) if isinstance(hc, list) else None,
                     counters=counters,
-                    state=p.get("state"),
-                    rate=p.get("rate"),
+                    state=p.get("state") if isinstance(p.get("state"), str) else None,
+                    rate=p.get("rate") if isinstance(p.get("rate"), str) else None,
                 )
             )
         devs.append(
             RdmaDevice(
                 name=str(name),
-                driver=d.get("driver"),
-                driver_version=d.get("driver_version"),
+                driver=d.get("driver") if isinstance(d.get("driver"), str) else None,
+                driver_version=d.get("driver_version")
+                if isinstance(d.get("driver_version"), str)
+                else None,
                 ports=tuple(ports),
-                p2p=d.get("p2p"),
+                p2p=d.get("p2p") if isinstance(d.get("p2p"), str) else None,
             )
         )
     return Fact.of(devs, *[f"/sys/class/infiniband/{d.name} (driver {d.driver})" for d in devs[:4]])

@@ -151,7 +151,17 @@ class NodeFacts:
 
 
 def _sec(doc: dict[str, Any], name: str) -> Any:
-    return doc.get("sections", {}).get(name)
+    sections = doc.get("sections")
+    return sections.get(name) if isinstance(sections, dict) else None
+
+
+def _l(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _d(value: Any) -> dict[str, Any]:
+    """The value when it is a mapping, else empty: a malformed section reads as absent."""
+    return value if isinstance(value, dict) else {}
 
 
 def _stdout(cmd: Any) -> str | None:
@@ -225,21 +235,24 @@ def _process(p: Any) -> Process | None:
     if not isinstance(p, dict) or not isinstance(p.get("pid"), int):
         return None
     env = p.get("env")
+    env = (
+        {str(k): v for k, v in env.items() if isinstance(v, str)} if isinstance(env, dict) else None
+    )
     return Process(
         pid=p["pid"],
         exists=bool(p.get("exists")),
-        mapped=tuple(p["mapped"]) if isinstance(p.get("mapped"), list) else None,
+        mapped=tuple(str(x) for x in p["mapped"]) if isinstance(p.get("mapped"), list) else None,
         env=effective_env(env, {}, origin=f"pid {p['pid']}") if isinstance(env, dict) else None,
-        cmdline=tuple(p.get("cmdline") or ()),
+        cmdline=tuple(str(x) for x in _l(p.get("cmdline"))),
     )
 
 
 def build_node_facts(doc: dict[str, Any]) -> NodeFacts:
-    system = _sec(doc, "system") or {}
-    gpus = _sec(doc, "gpus") or {}
-    efa = _sec(doc, "efa") or {}
-    libs = _sec(doc, "libraries") or {}
-    plug = _sec(doc, "plugins") or {}
+    system = _d(_sec(doc, "system"))
+    gpus = _d(_sec(doc, "gpus"))
+    efa = _d(_sec(doc, "efa"))
+    libs = _d(_sec(doc, "libraries"))
+    plug = _d(_sec(doc, "plugins"))
     smi = gpus.get("query") if isinstance(gpus, dict) else None
     if isinstance(gpus, dict) and not gpus.get("nvidia_smi_path"):
         gpu_fact: Fact[list[Gpu]] = Fact.unknown("nvidia-smi not found on this host")
@@ -263,14 +276,15 @@ def build_node_facts(doc: dict[str, Any]) -> NodeFacts:
     )
     distro = _distro_packages(efa if isinstance(efa, dict) else {})
     rdma_sec = _sec(doc, "rdma")
-    confs = _sec(doc, "nccl_conf") or {}
-    env = effective_env(_sec(doc, "env") or {}, confs if isinstance(confs, dict) else {})
+    confs = {str(k): v for k, v in _d(_sec(doc, "nccl_conf")).items() if isinstance(v, str)}
+    raw_env = {str(k): v for k, v in _d(_sec(doc, "env")).items() if isinstance(v, str)}
+    env = effective_env(raw_env, confs)
     failed = {
         k: v["probe_error"]
-        for k, v in (doc.get("sections") or {}).items()
+        for k, v in _d(doc.get("sections")).items()
         if isinstance(v, dict) and "probe_error" in v
     }
-    entries = list(libs.get("libs") or []) if isinstance(libs, dict) else []
+    entries = list(libs.get("libs")) if isinstance(libs.get("libs"), list) else []
     mapped = _sec(doc, "mapped_libs")
     if isinstance(mapped, list):
         entries += mapped
@@ -298,21 +312,21 @@ def build_node_facts(doc: dict[str, Any]) -> NodeFacts:
             _stdout(efa.get("fi_info_efa")) if isinstance(efa, dict) else None
         ),
         plugins=plugin_libs(plug.get("libs") if isinstance(plug, dict) else None),
-        plugin_requests=dict(plug.get("requested") or {}) if isinstance(plug, dict) else {},
+        plugin_requests={k: v for k, v in _d(plug.get("requested")).items() if isinstance(v, dict)},
         ldconfig=parse_ldconfig(_stdout(libs.get("ldconfig")) if isinstance(libs, dict) else None),
         nccl=nccl_libs(entries),
         gdrapi=other_libs(entries, "gdrapi"),
         nvshmem=other_libs(entries, "nvshmem"),
         fabric_libs=other_libs(entries, "fabric"),
         python=python_envs(_sec(doc, "python")),
-        deepep_sources=dict(_sec(doc, "deepep_src") or {}),
+        deepep_sources=_d(_sec(doc, "deepep_src")),
         env=env,
-        processes=[p for p in (_process(x) for x in (_sec(doc, "processes") or [])) if p],
+        processes=[p for p in (_process(x) for x in _l(_sec(doc, "processes"))) if p],
         distro_packages=distro,
         probe_elapsed_s=doc.get("elapsed_s")
         if isinstance(doc.get("elapsed_s"), (int, float))
         else None,
-        probe_errors={str(k): str(v) for k, v in (doc.get("errors") or {}).items()},
+        probe_errors={str(k): str(v) for k, v in _d(doc.get("errors")).items()},
         sections_failed=failed,
     )
 

@@ -59,13 +59,15 @@ def python_envs(section: object) -> list[PythonEnv]:
             continue
         dists = {}
         urls = {}
-        for name, d in (s.get("dists") or {}).items():
+        raw = s.get("dists") if isinstance(s.get("dists"), dict) else {}
+        for name, d in raw.items():
             if isinstance(d, dict) and d.get("version"):
                 dists[canonical(name)] = str(d["version"])
                 if d.get("direct_url"):
                     urls[canonical(name)] = str(d["direct_url"])
-        extra = s.get("extra") or {}
-        markers = extra.get("deep_ep_fork_markers") or {}
+        extra = s.get("extra") if isinstance(s.get("extra"), dict) else {}
+        markers = extra.get("deep_ep_fork_markers")
+        markers = {str(k): str(v) for k, v in markers.items()} if isinstance(markers, dict) else {}
         out.append(PythonEnv(str(s.get("site_packages")), dists, urls, dict(markers)))
     return out
 
