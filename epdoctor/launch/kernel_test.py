@@ -1,0 +1,324 @@
+"""The three kernel-test kinds: commands per node, the run, and its gates.
+
+* builtin: probes/ep_kernel_test.py (PyTorch only), one process per GPU via
+  torchrun, one JSON result line per rank, each rank's NCCL log in its own file.
+* deepep: DeepEP-V2's tests/elastic/test_ep.py, one torchrun per node with the
+  test's own --num-processes (it spawns the GPU processes itself), as the
+  seeds' run-kernel-test.sh runs it.
+* trtllm: probes/trtllm_nccl_ep_probe.py, the TensorRT-LLM NcclEP probe of
+  CommunicationFactory.create_strategy(), one process per GPU.
+
+Every kind is gated on every node's exit code and on the network NCCL used on
+every rank (gates.py); the built-in and TensorRT-LLM kinds also on their
+numerics, the EFA hw_counters before/after on every node (counters.py).
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+
+from epdoctor.launch import counters as hwc
+from epdoctor.launch.gates import (
+    Gate,
+    KernelReport,
+    NetworkExpectation,
+    exit_code_gate,
+    network_gate,
+    numerics_gate,
+    parse_results,
+    rank_table,
+    results_gate,
+)
+from epdoctor.launch.launcher import Group, LocalNode, Node, ProcSpec
+from epdoctor.launch.nccl_evidence import NcclEvidence, RankNet
+from epdoctor.launch.streams import Chunk, Follower, LineSplitter, WatchedDir, rank_of_line
+from epdoctor.model import Status
+
+KINDS = ("builtin", "deepep", "trtllm")
+PROBE_FILES = {
+    "builtin": ("ep_kernel_test.py", "ep_routing.py"),
+    "trtllm": ("trtllm_nccl_ep_probe.py", "ep_routing.py"),
+}
+# NCCL INFO for init, network and env decisions; channel lines come with INIT.
+NCCL_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,ENV"}
+
+
+@dataclass
+class KernelTestConfig:
+    kind: str
+    nodes: list[Node]
+    gpus: int  # processes (GPUs) per node
+    run_dir: str  # same path on every node
+    python: str = "python3"
+    master_addr: str = "127.0.0.1"
+    master_port: int = 29511
+    test_args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)  # the plan's env contract
+    deepep_dir: str = ""
+    expect: NetworkExpectation = field(default_factory=lambda: NetworkExpectation(efa=None))
+    timeout_s: float = 900.0
+    counters: bool = True
+    backend: str = "nccl"  # builtin only: gloo runs the same exchange on CPU, without NCCL
+
+    @property
+    def world(self) -> int:
+        return self.gpus * len(self.nodes)
+
+
+def probe_dir_local() -> str:
+    return str(resources.files("epdoctor.probes"))
+
+
+def build_specs(cfg: KernelTestConfig) -> list[ProcSpec]:
+    """One command per node; the exact argv shown before anything starts."""
+    if cfg.kind not in KINDS:
+        raise ValueError(f"unknown kernel-test kind {cfg.kind}")
+    specs = []
+    nnodes = len(cfg.nodes)
+    for i, node in enumerate(cfg.nodes):
+        env = {**NCCL_ENV, **cfg.env}
+        run = cfg.python, "-m", "torch.distributed.run"
+        if nnodes == 1:
+            rdzv: tuple[str, ...] = ("--standalone",)
+        else:
+            rdzv = (
+                "--nnodes",
+                str(nnodes),
+                "--node-rank",
+                str(i),
+                "--master-addr",
+                cfg.master_addr,
+                "--master-port",
+                str(cfg.master_port),
+            )
+        tee = ("--tee", "3", "--log-dir", f"{cfg.run_dir}/torchrun/node{i}")
+        if cfg.kind == "deepep":
+            env["NCCL_DEBUG_FILE"] = f"{cfg.run_dir}/nccl/nccl.%h.%p.log"
+            argv = (
+                *run,
+                *rdzv,
+                "--nproc-per-node",
+                "1",
+                *tee,
+                "tests/elastic/test_ep.py",
+                "--num-processes",
+                str(cfg.gpus),
+                *cfg.test_args,
+            )
+            cwd = cfg.deepep_dir or None
+        else:
+            script = cfg.run_dir + "/probes/" + PROBE_FILES[cfg.kind][0]
+            if isinstance(node, LocalNode):
+                script = probe_dir_local() + "/" + PROBE_FILES[cfg.kind][0]
+            extra: tuple[str, ...] = ()
+            if cfg.kind == "builtin":
+                extra = (
+                    "--nccl-log-dir",
+                    f"{cfg.run_dir}/nccl",
+                    "--backend",
+                    cfg.backend,
+                    "--device",
+                    "cpu" if cfg.backend == "gloo" else "cuda",
+                )
+            else:
+                env["NCCL_DEBUG_FILE"] = f"{cfg.run_dir}/nccl/nccl.%h.%p.log"
+            argv = (
+                *run,
+                *rdzv,
+                "--nproc-per-node",
+                str(cfg.gpus),
+                *tee,
+                script,
+                *extra,
+                *cfg.test_args,
+            )
+            cwd = None
+        specs.append(ProcSpec(f"node{i}", tuple(argv), f"{cfg.run_dir}/node{i}.log", env, cwd))
+    return specs
+
+
+def staging(cfg: KernelTestConfig) -> list[tuple[Node, str, bytes]]:
+    """Probe files a remote node needs in run_dir/probes (local runs use them in place)."""
+    out = []
+    files = PROBE_FILES.get(cfg.kind, ())
+    for node in cfg.nodes:
+        if isinstance(node, LocalNode):
+            continue
+        for name in files:
+            data = resources.files("epdoctor.probes").joinpath(name).read_bytes()
+            out.append((node, f"{cfg.run_dir}/probes/{name}", data))
+    return out
+
+
+def describe(cfg: KernelTestConfig) -> list[str]:
+    lines = []
+    for node, path, _ in staging(cfg):
+        lines.append(f"[{node.name}] write {path}")
+    for node, spec in zip(cfg.nodes, build_specs(cfg), strict=True):
+        lines.append(node.describe(spec))
+    return lines
+
+
+OnLine = Callable[[str, str], None]  # (pane, line)
+
+
+class KernelTestRun:
+    """Start, follow, gate. Drive with start(); step() until done; finish()."""
+
+    def __init__(self, cfg: KernelTestConfig, on_line: OnLine | None = None) -> None:
+        self.cfg = cfg
+        self.on_line = on_line or (lambda pane, line: None)
+        self.group = Group()
+        self.evidence = NcclEvidence()
+        self.lines: dict[str, list[str]] = {}
+        self._split: dict[str, LineSplitter] = {}
+        self._before: dict[str, dict] = {}
+        self._t0 = 0.0
+        self.follower: Follower | None = None
+        self.timed_out = False
+        self.failed_early = False
+
+    # --- lifecycle -------------------------------------------------------------
+    def start(self) -> None:
+        cfg = self.cfg
+        for node, path, data in staging(cfg):
+            node.put_file(path, data)  # type: ignore[attr-defined]
+        if cfg.counters:
+            self._before = {n.name: hwc.take_snapshot(n, cfg.python) for n in cfg.nodes}
+        self._t0 = time.monotonic()
+        for node, spec in zip(cfg.nodes, build_specs(cfg), strict=True):
+            self.group.add(node.start(spec))
+        dirs = [WatchedDir(n, f"{cfg.run_dir}/nccl", _nccl_source) for n in cfg.nodes]
+        self.follower = Follower(self.group.procs, dirs)
+
+    def step(self) -> bool:
+        """Read what arrived; True while something still runs."""
+        assert self.follower is not None
+        for chunk in self.follower.poll():
+            self._consume(chunk)
+        running = self.group.running()
+        codes = [p.poll() for p in self.group.procs]
+        if any(c not in (None, 0) for c in codes) and running:
+            # a node failed: the others would wait for it until their timeout
+            self.failed_early = True
+            return False
+        if time.monotonic() - self._t0 > self.cfg.timeout_s:
+            self.timed_out = True
+            return False
+        return bool(running)
+
+    def stop(self) -> list[str]:
+        return self.group.stop()
+
+    def finish(self) -> KernelReport:
+        stopped = self.group.stop() if self.group.running() else []
+        if self.follower:
+            for chunk in self.follower.drain():
+                self._consume(chunk)
+        for source, sp in self._split.items():
+            for line in sp.flush():
+                self._line(source, line)
+        report = self.gate()
+        report.stopped = stopped
+        return report
+
+    # --- streams ---------------------------------------------------------------
+    def _consume(self, chunk: Chunk) -> None:
+        sp = self._split.setdefault(chunk.source, LineSplitter())
+        for line in sp.feed(chunk.data):
+            self._line(chunk.source, line)
+
+    def _line(self, source: str, line: str) -> None:
+        self.lines.setdefault(source, []).append(line)
+        self.evidence.feed_line(line, source)
+        pane = source
+        if source.startswith("node") and " " not in source:
+            i = int(source[4:])
+            rank = rank_of_line(line, i, self.cfg.gpus if self.cfg.kind != "deepep" else 1)
+            if rank is not None and self.cfg.kind != "deepep":
+                pane = f"rank{rank}"
+        self.on_line(pane, line)
+
+    # --- gates -----------------------------------------------------------------
+    def gate(self) -> KernelReport:
+        cfg = self.cfg
+        report = KernelReport(kind=cfg.kind)
+        codes = {p.name: p.poll() for p in self.group.procs}
+        g_exit = exit_code_gate(codes)
+        if self.timed_out:
+            g_exit = Gate(
+                "exit codes",
+                Status.FAIL,
+                f"did not finish within {cfg.timeout_s:.0f}s: stopped",
+                g_exit.evidence,
+                "D702",
+            )
+        report.gates.append(g_exit)
+        all_lines = [
+            ln for src, lines in self.lines.items() if not src.endswith("nccl") for ln in lines
+        ]
+        ranks = self.evidence.ranks()
+        if cfg.kind in ("builtin", "trtllm"):
+            results = parse_results(all_lines)
+            report.gates.append(results_gate(results, cfg.world))
+            report.gates.append(numerics_gate(results))
+            by_pid = {(d.get("host"), d.get("pid")): r for r, d in results.items()}
+            nets: dict[int, RankNet | None] = {}
+            for rn in ranks:
+                r = by_pid.get((rn.host, rn.pid))
+                if r is not None:
+                    nets[r] = rn
+            report.per_rank = rank_table(results, nets, cfg.world)
+        if cfg.kind == "builtin" and cfg.backend == "gloo":
+            report.gates.append(
+                Gate("network", Status.SKIP, "gloo backend: NCCL not used, no network gate")
+            )
+        else:
+            report.gates.append(network_gate(ranks, cfg.world, cfg.expect))
+        if cfg.counters:
+            after = {n.name: hwc.take_snapshot(n, cfg.python) for n in cfg.nodes}
+            deltas = [hwc.delta(n, self._before.get(n, {}), after[n]) for n in after]
+            banner = tuple(e for r in ranks for e in r.evidence if "Selected provider" in e)
+            report.gates.append(hwc.counters_gate(deltas, len(cfg.nodes) > 1, banner))
+            report.counters = {d.node: d.to_json() for d in deltas}
+        report.logs = {p.name: f"{p.node.name}:{p.spec.log_path}" for p in self.group.procs}
+        report.logs["nccl"] = f"{cfg.run_dir}/nccl/"
+        return report
+
+
+def _nccl_source(fname: str) -> str | None:
+    if not fname.endswith(".log"):
+        return None
+    stem = fname[: -len(".log")]
+    if stem.startswith("nccl-rank"):
+        return f"rank{stem[len('nccl-rank') :]} nccl"
+    return f"{stem} nccl"
+
+
+def run_to_end(run: KernelTestRun, poll_s: float = 0.2) -> KernelReport:
+    """Headless: start, follow until done, gate (the command adds panes around this)."""
+    run.start()
+    try:
+        while run.step():
+            time.sleep(poll_s)
+    except BaseException:
+        run.stop()
+        raise
+    return run.finish()
+
+
+def builtin_args(tokens: Sequence[int] | None, baseline: bool) -> tuple[str, ...]:
+    out: list[str] = []
+    if tokens:
+        out += ["--num-tokens", ",".join(str(t) for t in tokens)]
+    if baseline:
+        out.append("--baseline")
+    return tuple(out)
+
+
+def quote_argv(argv: Sequence[str]) -> str:
+    return shlex.join(argv)

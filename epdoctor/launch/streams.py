@@ -1,0 +1,110 @@
+"""Follow what a launch writes: process logs and per-rank NCCL files, as byte chunks.
+
+``Follower.poll()`` returns the bytes every followed source gained since the
+last call. Sources are the started processes' logs and, for each watched
+directory on a node, every file that appears in it (NCCL_DEBUG_FILE writes one
+per rank). ``LineSplitter`` turns a source's chunks into lines, and
+``rank_of_line`` finds which rank a torchrun-prefixed line belongs to, so one
+node stream becomes one pane per rank.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from epdoctor.launch.launcher import Node, Proc
+
+MAX_LINE = 64 * 1024  # a line longer than this is cut, never held whole
+
+
+@dataclass(frozen=True)
+class Chunk:
+    source: str  # "node0", "rank3 nccl": how panes are keyed
+    data: bytes
+
+
+@dataclass
+class WatchedDir:
+    node: Node
+    path: str
+    # file name -> source name, or None to ignore the file
+    name_of: Callable[[str], str | None]
+    offsets: dict[str, int] = field(default_factory=dict)
+
+
+class Follower:
+    def __init__(self, procs: list[Proc], dirs: list[WatchedDir] | None = None) -> None:
+        self.procs = procs
+        self.dirs = list(dirs or [])
+
+    def watch(self, d: WatchedDir) -> None:
+        self.dirs.append(d)
+
+    def poll(self) -> list[Chunk]:
+        out: list[Chunk] = []
+        for p in self.procs:
+            data = p.read_new()
+            if data:
+                out.append(Chunk(p.name, data))
+        for d in self.dirs:
+            for fname in d.node.list_dir(d.path):
+                source = d.name_of(fname)
+                if source is None:
+                    continue
+                off = d.offsets.get(fname, 0)
+                data = d.node.read_file(f"{d.path}/{fname}", off)
+                if data:
+                    d.offsets[fname] = off + len(data)
+                    out.append(Chunk(source, data))
+        return out
+
+    def drain(self, rounds: int = 50) -> list[Chunk]:
+        """Everything left after the processes ended (reads are bounded per call)."""
+        out: list[Chunk] = []
+        for _ in range(rounds):
+            got = self.poll()
+            if not got:
+                break
+            out.extend(got)
+        return out
+
+
+class LineSplitter:
+    """Bytes in, complete decoded lines out; a partial last line waits for its end."""
+
+    def __init__(self) -> None:
+        self._buf = b""
+
+    def feed(self, data: bytes) -> list[str]:
+        self._buf += data
+        *lines, self._buf = self._buf.split(b"\n")
+        if len(self._buf) > MAX_LINE:
+            lines.append(self._buf[:MAX_LINE])
+            self._buf = b""
+        return [ln[:MAX_LINE].decode("utf-8", "replace").rstrip("\r") for ln in lines]
+
+    def flush(self) -> list[str]:
+        rest, self._buf = self._buf, b""
+        return [rest.decode("utf-8", "replace")] if rest else []
+
+
+# torchrun --tee prefixes each local rank's lines with [<role><local_rank>]:
+# (e.g. [default3]:); PyTorch's own error output uses [rank<global>]:.
+_TORCHRUN = re.compile(r"^\[(?P<role>[A-Za-z_]*?)(?P<n>\d+)\]:")
+
+
+def rank_of_line(line: str, node_index: int, nproc_per_node: int) -> int | None:
+    """Global rank of a torchrun-prefixed line, or None for the agent's own lines."""
+    m = _TORCHRUN.match(line)
+    if not m:
+        return None
+    n = int(m.group("n"))
+    if m.group("role") == "rank":
+        return n
+    return node_index * nproc_per_node + n
+
+
+def strip_rank_prefix(line: str) -> str:
+    return _TORCHRUN.sub("", line, count=1)
