@@ -6,12 +6,14 @@ import io
 import json
 import tarfile
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from epdoctor import __version__
-from epdoctor.diagnose import Diagnosis
 from epdoctor.redact import redact_obj, redact_text
 from epdoctor.targets.replay import FORMAT, MANIFEST
+
+if TYPE_CHECKING:
+    from epdoctor.diagnose import Diagnosis
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes, mtime: float) -> None:
