@@ -1,0 +1,207 @@
+"""What a plan writes: manifests that parse with the kubernetes client's models,
+lint clean, carry an env contract the shared env checks pass, and probes that
+mean ready."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from epdoctor.checks.env import env_findings
+from epdoctor.model import Status
+from epdoctor.plan import PlanInput, make_plan
+from epdoctor.plan import knowledge as pk
+from epdoctor.plan.manifests import readiness_script
+from epdoctor.plan.model import ENGINES, TARGETS, TRANSPORTS, Verdict
+from epdoctor.plan.verify import env_check, env_problems
+
+HF = str(Path(__file__).parent / "fixtures" / "plan" / "hf-cache")
+
+SUPPORTED = [
+    (e, t, i, target)
+    for e, t, i, target in itertools.product(ENGINES, TRANSPORTS, pk.instances(), TARGETS)
+    if make_plan(PlanInput(engine=e, transport=t, instance=i, target=target, hf_cache=HF)).supported
+]
+
+
+def _plan(engine, transport, instance, target, **kw):
+    return make_plan(
+        PlanInput(
+            engine=engine, transport=transport, instance=instance, target=target, hf_cache=HF, **kw
+        )
+    )
+
+
+def test_the_matrix_has_supported_plans_for_every_engine():
+    assert {e for e, *_ in SUPPORTED} == set(ENGINES)
+
+
+@pytest.mark.parametrize(("engine", "transport", "instance", "target"), SUPPORTED)
+def test_supported_plan_env_contract_passes_the_shared_env_checks(
+    engine, transport, instance, target
+):
+    p = _plan(engine, transport, instance, target)
+    problems = env_problems(p)
+    assert problems == [], [f.to_json() for f in problems]
+
+
+@pytest.mark.parametrize(("engine", "transport", "instance", "target"), SUPPORTED)
+def test_supported_plan_renders_files_that_lint_clean(
+    tmp_path, engine, transport, instance, target
+):
+    from epdoctor.lint import lint_paths
+
+    p = _plan(engine, transport, instance, target)
+    written = p.render(str(tmp_path))
+    assert "plan.json" in written and "plan.env" in written
+    report = lint_paths([tmp_path])
+    assert report.errors == []
+    assert [f.to_json() for f in report.active] == []
+    assert report.suppressed == []  # the plan silences nothing
+    for rel in written:
+        if rel.endswith(".sh"):
+            subprocess.run(["bash", "-n", str(tmp_path / rel)], check=True)
+            assert os.access(tmp_path / rel, os.X_OK)
+
+
+@pytest.mark.parametrize(
+    ("engine", "transport", "instance"),
+    sorted({(e, t, i) for e, t, i, target in SUPPORTED if target == "kubernetes"}),
+)
+def test_manifests_parse_with_the_kubernetes_models(tmp_path, engine, transport, instance):
+    from kubernetes.client import V1Service, V1StatefulSet
+
+    p = _plan(engine, transport, instance, "kubernetes")
+    p.render(str(tmp_path))
+    docs = list(yaml.safe_load_all((tmp_path / "kubernetes" / f"{p.name}.yaml").read_text()))
+    kinds = [d["kind"] for d in docs]
+    assert kinds == ["Service", "Service", "StatefulSet"]
+    headless, leader = (V1Service.from_dict(d) for d in docs[:2])
+    sts = V1StatefulSet.from_dict(docs[2])
+    assert headless.spec.cluster_ip == "None" and headless.spec.publish_not_ready_addresses
+    assert leader.spec.selector["statefulset.kubernetes.io/pod-name"] == f"{p.name}-0"
+    assert [pt.port for pt in leader.spec.ports] == [8000]
+    assert sts.spec.service_name == headless.metadata.name
+    assert sts.spec.replicas == p.input.nodes
+    (c,) = sts.spec.template.spec.containers
+    res = c.resources
+    assert res.requests == res.limits  # Guaranteed QoS
+    inst = pk.instances()[instance]
+    assert res.limits["vpc.amazonaws.com/efa"] == str(inst.efa)
+    assert res.limits["nvidia.com/gpu"] == str(inst.gpus)
+    assert sts.spec.template.spec.node_selector == {"node.kubernetes.io/instance-type": instance}
+    tag = c.image.rsplit(":", 1)[1]
+    assert tag and tag != "latest"
+    env = {e.name: e.value for e in c.env if e.value is not None}
+    assert {k: env[k] for k in p.env_dict()} == p.env_dict()
+    # The manifest's own env, through the same checks, has nothing to say.
+    found = env_findings(env, engines=[engine], nccl_version=None)
+    assert [f.code for f in found if f.status in (Status.FAIL, Status.WARN)] == []
+    assert c.readiness_probe._exec.command[:2] == ["/bin/sh", "-c"]
+    assert c.startup_probe.failure_threshold * c.startup_probe.period_seconds >= 3600
+
+
+def test_plan_json_carries_the_env_check(tmp_path):
+    p = _plan("vllm", "gin-proxy", "p5en.48xlarge", "kubernetes")
+    p.render(str(tmp_path))
+    data = json.loads((tmp_path / "plan.json").read_text())
+    assert data["verdict"] == "supported"
+    assert {f["severity"] for f in data["env_check"]} <= {"pass", "skip"}
+    assert {f["code"] for f in data["env_check"]} >= {"C111", "D101", "T101"}
+
+
+def test_env_check_is_live_not_decorative():
+    p = _plan("vllm", "efa-gda", "p5en.48xlarge", "kubernetes")
+    assert env_problems(p) == []
+    tampered = {**p.env_dict(), "OFI_NCCL_GIN_GDAKI": "1"}
+    del tampered["NCCL_SYM_GIN_KERNELS_ENABLE"]
+    codes = {f.code: f.status for f in env_check(p, tampered)}
+    assert codes["C101"] is Status.WARN and codes["T103"] is Status.FAIL
+
+
+def test_unsupported_plan_writes_only_plan_json(tmp_path):
+    p = _plan("sglang", "gin-proxy", "p5en.48xlarge", "kubernetes")
+    assert p.verdict is Verdict.NOT_SUPPORTED
+    assert p.render(str(tmp_path)) == ["plan.json"]
+    assert sorted(os.listdir(tmp_path)) == ["plan.json"]
+
+
+def test_bare_target_writes_role_scripts_with_the_hosts(tmp_path):
+    p = make_plan(PlanInput(target="bare", hosts=("10.0.0.1", "10.0.0.2"), hf_cache=HF))
+    written = p.render(str(tmp_path))
+    assert set(written) == {
+        "plan.json",
+        "plan.env",
+        "leader.sh",
+        "worker.sh",
+        "kernel-test.sh",
+        "smoke.sh",
+    }
+    leader = (tmp_path / "leader.sh").read_text()
+    assert 'LEADER_ADDR="${LEADER_ADDR:-10.0.0.1}"' in leader
+    assert p.commands.leader in leader
+
+
+def _run_probe(script: str, pod_index: str) -> int:
+    env = {"PATH": os.environ["PATH"], "POD_INDEX": pod_index, "RUN_SERVE": "1"}
+    return subprocess.run(["/bin/sh", "-c", script], env=env, timeout=20).returncode
+
+
+@pytest.mark.skipif(shutil.which("pgrep") is None, reason="pgrep (procps) not installed")
+@pytest.mark.parametrize("engine", ["vllm", "dynamo", "sglang"])
+def test_worker_probe_matches_the_engine_but_never_itself(engine):
+    p = _plan(
+        engine, "nvshmem" if engine == "sglang" else "gin-proxy", "p5en.48xlarge", "kubernetes"
+    )
+    script = readiness_script(p)
+    # No engine process: the probe's own `sh -c '... [v]llm serve ...'` must not count.
+    assert _run_probe(script, "1") == 1
+    argv0 = {
+        "vllm": "vllm serve",
+        "dynamo": "vllm serve",
+        "sglang": "python3 -m sglang.launch_server",
+    }
+    fake = subprocess.Popen(["bash", "-c", f'exec -a "{argv0[engine]} m" sleep 30'])
+    try:
+        time.sleep(0.3)
+        assert _run_probe(script, "1") == 0
+    finally:
+        fake.kill()
+        fake.wait()
+    assert _run_probe(script, "1") == 1
+
+
+def test_dynamo_leader_probe_needs_endpoints(tmp_path):
+    """/health 200 with an empty endpoints array is not ready; a populated one is."""
+    import http.server
+    import threading
+
+    body = {"v": b'{"status":"healthy","endpoints":[]}'}
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body["v"])
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        p = _plan("dynamo", "gin-proxy", "p5en.48xlarge", "kubernetes")
+        script = readiness_script(p).replace("127.0.0.1:8000", f"127.0.0.1:{srv.server_port}")
+        assert _run_probe(script, "0") == 1
+        body["v"] = b'{"status":"healthy","endpoints":["dyn://dynamo.backend.generate"]}'
+        assert _run_probe(script, "0") == 0
+    finally:
+        srv.shutdown()
