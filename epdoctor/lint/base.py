@@ -121,6 +121,7 @@ class LintContext:
 
     root: Path
     files: list[RecipeFile]
+    cache: dict[str, object] = field(default_factory=dict)  # per-run values linters share
 
     def of_kind(self, kind: str) -> list[RecipeFile]:
         return [f for f in self.files if kind in f.kinds]

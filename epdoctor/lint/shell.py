@@ -39,6 +39,7 @@ BUILD_WORDS = {
     "./configure",
 }
 TEST_EP_RE = re.compile(r"tests/elastic/test_ep\.py|\btest_ep\.py\b")
+_SHA_RE = re.compile(r"[0-9a-f]{40}")
 PASS_RE = re.compile(r"pass|success|all tests? ok", re.IGNORECASE)
 
 
@@ -369,6 +370,17 @@ def _pipeline_rules(p: Pipeline, state: ShellState) -> list[Hit]:
                             "its own ranks; use --nproc-per-node=1 and --num-processes",
                         )
                     )
+        if c.name == "git" and {"fetch", "pull"} & set(c.words):
+            refs = [w for w in c.words if re.search(r"(^|/)pull/\d+/(head|merge)\b", w)]
+            if refs and not any(_SHA_RE.fullmatch(w.split(":")[0]) for w in c.words):
+                hits.append(
+                    Hit(
+                        c.line,
+                        "B411",
+                        f"`git fetch ... {refs[0]}` follows the PR branch, which moves; "
+                        "fetch the exact commit SHA",
+                    )
+                )
     if len(p.commands) > 1:
         last = p.commands[-1]
         quiet = "q" in _short_flags(last.args()) or "--quiet" in last.args()
@@ -551,7 +563,44 @@ def _marker_findings(file: RecipeFile, ctx: LintContext) -> list[Hit]:
     return hits
 
 
+def _all2all_findings(text: str) -> list[Hit]:
+    if re.search(r"all2all[-_]backend|VLLM_ALL2ALL_BACKEND", text):
+        return []
+    hits = []
+    for p in pipelines(text):
+        for c in p.commands:
+            is_vllm = c.name == "vllm" and "serve" in c.words
+            is_dynamo = c.name.startswith("python") and "dynamo.vllm" in c.words
+            if (is_vllm or is_dynamo) and "--enable-expert-parallel" in c.words:
+                hits.append(
+                    Hit(
+                        c.line,
+                        "E407",
+                        "expert parallel without --all2all-backend: vLLM uses its default "
+                        "allgather_reducescatter, not DeepEP-V2",
+                    )
+                )
+    return hits
+
+
+def exports(text: str) -> dict[str, tuple[str, int]]:
+    """Variables a script exports to the processes it starts: name -> (value, line)."""
+    out: dict[str, tuple[str, int]] = {}
+    for p in pipelines(text):
+        if p.prefix == "$()":
+            continue
+        for c in p.commands:
+            if c.name != "export":
+                continue
+            for w in c.args():
+                if _ASSIGN_RE.match(w):
+                    name, _, value = w.partition("=")
+                    out[name] = (value, c.line)
+    return out
+
+
 @linter("shell", is_shell_script)
 def lint_shell(file: RecipeFile, ctx: LintContext) -> Iterable[LintFinding]:
-    for h in script_findings(file.text) + _marker_findings(file, ctx):
+    hits = script_findings(file.text) + _marker_findings(file, ctx) + _all2all_findings(file.text)
+    for h in hits:
         yield finding(file, h.line, h.code, h.message)
