@@ -1,0 +1,132 @@
+"""One renderer per output format for lint reports: text, JSON, SARIF 2.1.0."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter
+from typing import TextIO
+
+from epdoctor import __version__, knowledge
+from epdoctor.lint.base import LintFinding, LintReport
+
+LEVELS = ("info", "unknown", "warn", "fail")  # lowest to highest
+SARIF_LEVEL = {"fail": "error", "warn": "warning", "unknown": "note", "info": "note"}
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+def rank(level: str) -> int:
+    return LEVELS.index(level) if level in LEVELS else LEVELS.index("warn")
+
+
+def _color(stream: TextIO) -> bool:
+    return stream.isatty() and not os.environ.get("NO_COLOR")
+
+
+_ANSI = {"fail": "\033[31m", "warn": "\033[33m", "unknown": "\033[36m", "info": "\033[2m"}
+
+
+def text(report: LintReport, stream: TextIO | None = None, show_suppressed: bool = False) -> None:
+    stream = stream or sys.stdout
+    color = _color(stream)
+    shown = report.findings if show_suppressed else report.active
+    for f in shown:
+        level = f.level()
+        tag = f"{_ANSI[level]}{level}\033[0m" if color and level in _ANSI else level
+        note = f" (suppressed: {f.suppressed})" if f.suppressed is not None else ""
+        stream.write(f"{f.path}:{f.line}:{f.column}: {f.code} [{tag}] {f.message}{note}\n")
+    for err in report.errors:
+        stream.write(f"error: {err}\n")
+    counts = Counter(f.level() for f in report.active)
+    parts = [f"{counts[lv]} {lv}" for lv in reversed(LEVELS) if counts[lv]]
+    summary = f"{len(report.active)} finding(s)" + (f" ({', '.join(parts)})" if parts else "")
+    summary += f" in {sum(1 for f in report.files if f.kinds)} recipe file(s)"
+    if report.suppressed:
+        summary += f"; {len(report.suppressed)} suppressed"
+    stream.write(summary + ". `epdoctor explain CODE` explains a code.\n")
+
+
+def to_json(report: LintReport) -> dict[str, object]:
+    counts = Counter(f.level() for f in report.active)
+    return {
+        "tool": "epdoctor",
+        "version": __version__,
+        "root": str(report.root),
+        "files": [{"path": f.rel, "kinds": list(f.kinds)} for f in report.files if f.kinds],
+        "findings": [f.to_json() for f in report.findings],
+        "summary": {
+            "active": len(report.active),
+            "suppressed": len(report.suppressed),
+            "by_severity": {lv: counts[lv] for lv in LEVELS},
+        },
+        "errors": list(report.errors),
+    }
+
+
+def _rule(code: str) -> dict[str, object]:
+    try:
+        trap = knowledge.get(code)
+    except KeyError:
+        return {"id": code, "shortDescription": {"text": code}}
+    fix = trap.fix_text()
+    return {
+        "id": trap.code,
+        "name": trap.name,
+        "shortDescription": {"text": trap.title},
+        "fullDescription": {"text": trap.why},
+        "help": {
+            "text": fix,
+            "markdown": f"**{trap.title}**\n\n{trap.why}\n\n**Fix:** {fix}\n\n"
+            f"`epdoctor explain {trap.code}`; docs/traps/{trap.layer}.md#{trap.code.lower()}",
+        },
+        "defaultConfiguration": {"level": SARIF_LEVEL.get(trap.severity, "warning")},
+        "properties": {"tags": [trap.layer], "severity": trap.severity},
+    }
+
+
+def _result(f: LintFinding, index: dict[str, int]) -> dict[str, object]:
+    out: dict[str, object] = {
+        "ruleId": f.code,
+        "ruleIndex": index[f.code],
+        "level": SARIF_LEVEL.get(f.level(), "warning"),
+        "message": {"text": f.message},
+        "locations": [
+            {
+                "physicalLocation": {
+                    "artifactLocation": {"uri": f.path, "uriBaseId": "SRCROOT"},
+                    "region": {"startLine": f.line, "startColumn": f.column},
+                }
+            }
+        ],
+    }
+    if f.suppressed is not None:
+        out["suppressions"] = [{"kind": "inSource", "justification": f.suppressed}]
+    return out
+
+
+def to_sarif(report: LintReport) -> dict[str, object]:
+    codes = sorted({f.code for f in report.findings})
+    index = {c: i for i, c in enumerate(codes)}
+    notifications = [{"level": "error", "message": {"text": err}} for err in report.errors]
+    run: dict[str, object] = {
+        "tool": {
+            "driver": {
+                "name": "epdoctor",
+                "version": __version__,
+                "rules": [_rule(c) for c in codes],
+            }
+        },
+        "originalUriBaseIds": {"SRCROOT": {"uri": report.root.as_uri() + "/"}},
+        "results": [_result(f, index) for f in report.findings],
+        "invocations": [
+            {"executionSuccessful": not report.errors, "toolExecutionNotifications": notifications}
+        ],
+    }
+    return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
+
+
+def dump(doc: dict[str, object], stream: TextIO | None = None) -> None:
+    stream = stream or sys.stdout
+    json.dump(doc, stream, indent=2)
+    stream.write("\n")
