@@ -205,3 +205,24 @@ def test_dynamo_leader_probe_needs_endpoints(tmp_path):
         assert _run_probe(script, "0") == 0
     finally:
         srv.shutdown()
+
+
+@pytest.mark.parametrize(("engine", "transport", "instance", "target"), SUPPORTED)
+def test_epdoctor_lint_on_the_plan_output_exits_0(
+    tmp_path, capsys, engine, transport, instance, target
+):
+    from epdoctor.cli import main
+
+    _plan(engine, transport, instance, target).render(str(tmp_path))
+    assert main(["lint", str(tmp_path)]) == 0, capsys.readouterr().out
+
+
+def test_lint_sees_the_plan_env_file(tmp_path, capsys):
+    """Guard against a vacuous pass: a dead knob added to plan.env is found."""
+    from epdoctor.cli import main
+
+    _plan("vllm", "gin-proxy", "p5en.48xlarge", "kubernetes").render(str(tmp_path))
+    with (tmp_path / "plan.env").open("a") as fh:
+        fh.write("OFI_NCCL_GIN_GDAKI=1\n")
+    assert main(["lint", str(tmp_path)]) == 1
+    assert "C101" in capsys.readouterr().out
