@@ -226,3 +226,11 @@ def test_lint_sees_the_plan_env_file(tmp_path, capsys):
         fh.write("OFI_NCCL_GIN_GDAKI=1\n")
     assert main(["lint", str(tmp_path)]) == 1
     assert "C101" in capsys.readouterr().out
+
+
+def test_kubectl_wrappers_need_no_local_env_file(tmp_path):
+    p = _plan("vllm", "gin-proxy", "p5en.48xlarge", "kubernetes")
+    p.render(str(tmp_path))
+    for name in ("kernel-test.sh", "smoke.sh"):
+        text = (tmp_path / "kubernetes" / name).read_text()
+        assert "plan.env" not in text and f"exec {p.name}-0" in text or "for pod in" in text

@@ -116,6 +116,7 @@ def kube_scripts(plan: Plan) -> dict[str, str]:
                 f"kubectl -n {ns} exec {plan.name}-0 -- bash -c {shlex.quote(plan.commands.smoke)}",
                 "echo",
             ],
+            env=False,
         ),
     }
 
