@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 _LINE = re.compile(
-    r"(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:\S+ )?NCCL "
+    r"(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:.*? )?NCCL "
     r"(?P<level>INFO|WARN) (?P<msg>.*)$"
 )
 # aws-ofi-nccl: "Selected provider is %s, fabric is %s (found %d nics)"

@@ -1,0 +1,769 @@
+"""`epdoctor run {kernel-test,serve,smoke,bench}`: launch and verify, with live per-rank panes.
+
+Nothing starts before the exact commands are shown and the operator said yes
+(`--yes` for scripts, `--dry-run` to print and exit). A read-only diagnose of
+every node runs first (`--no-preflight` skips it); a failing preflight stops
+the launch unless `--force`. Ctrl-C stops everything epdoctor started and says
+so; nothing is left running unless `--detach`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+NAME = "run"
+HELP = (
+    "launch and verify: kernel test, serve, smoke request, benchmark (shows commands, asks first)"
+)
+
+ENGINES = ("vllm", "dynamo", "tensorrt-llm", "sglang")
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="what", metavar="WHAT")
+    kt = sub.add_parser(
+        "kernel-test",
+        help="EP all-to-all kernel test, gated on every rank",
+        description="EP all-to-all kernel test gated on every node's exit code, "
+        "every rank's numerics and network, and EFA counters.",
+    )
+    _common(kt)
+    kind = kt.add_mutually_exclusive_group()
+    kind.add_argument(
+        "--builtin",
+        action="store_const",
+        dest="kind",
+        const="builtin",
+        help="epdoctor's own dispatch/combine test, PyTorch only (default)",
+    )
+    kind.add_argument(
+        "--deepep", metavar="DIR", help="DeepEP-V2 checkout: tests/elastic/test_ep.py"
+    )
+    kind.add_argument(
+        "--trtllm",
+        action="store_const",
+        dest="kind",
+        const="trtllm",
+        help="TensorRT-LLM NcclEP CommunicationFactory probe",
+    )
+    kt.add_argument("--gpus", type=int, help="processes (GPUs) per node (default: plan, else 1)")
+    kt.add_argument(
+        "--tokens", help="tokens per rank, a comma list sweeps (built-in; default 4096)"
+    )
+    kt.add_argument(
+        "--baseline",
+        action="store_true",
+        help="also time plain all_to_all_single of the same bytes (built-in)",
+    )
+    kt.add_argument(
+        "--backend",
+        choices=("nccl", "gloo"),
+        default="nccl",
+        help="built-in only: gloo runs the same exchange on CPU",
+    )
+    kt.add_argument(
+        "--test-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra argument for the test (repeatable), e.g. --test-arg=--hidden=4096",
+    )
+    efa = kt.add_mutually_exclusive_group()
+    efa.add_argument(
+        "--expect-efa",
+        dest="expect_efa",
+        action="store_const",
+        const=True,
+        help="demand the efa-direct banner on every rank (default on several nodes)",
+    )
+    efa.add_argument("--no-expect-efa", dest="expect_efa", action="store_const", const=False)
+    kt.add_argument("--efa-count", type=int, help="EFA NICs per node (default: plan)")
+    kt.add_argument("--timeout", type=float, default=900.0, help="seconds before it is stopped")
+    kt.add_argument("--master-port", type=int, default=29511)
+    kt.add_argument(
+        "--isolate",
+        action="store_true",
+        help="run the built-in test on node pairs and half-splits; report outliers",
+    )
+
+    sv = sub.add_parser("serve", help="start the engine, follow every log, wait for readiness")
+    _common(sv)
+    _engine(sv)
+    sv.add_argument("--cmd", help="leader command (default: the plan's)")
+    sv.add_argument("--worker-cmd", default=None, help="worker command (default: the plan's)")
+    sv.add_argument("--startup-budget", type=float, default=1800.0, metavar="S")
+
+    sm = sub.add_parser("smoke", help="one chat completion at temperature 0 through the leader")
+    _common(sm)
+    _engine(sm)
+    sm.add_argument("--model", help="model name (default: the first of /v1/models)")
+    sm.add_argument("--max-tokens", type=int, default=64)
+
+    bn = sub.add_parser("bench", help="warm-up + N requests per concurrency level, honest stats")
+    _common(bn)
+    _engine(bn)
+    bn.add_argument("--model", help="model name (default: the first of /v1/models)")
+    bn.add_argument("--concurrency", default="1,4,16", help="levels, comma separated")
+    bn.add_argument("--requests-per-level", type=int, help="requests per level (default 5 x level)")
+    bn.add_argument("--max-tokens", type=int, default=128)
+    bn.add_argument("--warmup", type=int, default=1, help="unmeasured requests before the sweep")
+    bn.add_argument("--request-timeout", type=float, default=600.0)
+    bn.add_argument(
+        "--ab",
+        metavar="BACKEND",
+        help="also serve with --all2all-backend BACKEND (e.g. allgather_reducescatter) "
+        "and run the same sweep: needs --cmd or a plan",
+    )
+    bn.add_argument("--cmd", help="serve command for --ab (default: the plan's leader command)")
+    bn.add_argument("--startup-budget", type=float, default=1800.0, metavar="S")
+    bn.add_argument("-o", "--output", metavar="DIR", help="write bench.json and bench.csv here")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plan", metavar="FILE", help="plan.json from `epdoctor plan`")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask before starting")
+    p.add_argument("--dry-run", action="store_true", help="print the commands and exit")
+    p.add_argument("--no-preflight", action="store_true", help="skip the read-only diagnose")
+    p.add_argument("--force", action="store_true", help="launch even if the preflight fails")
+    p.add_argument("--detach", action="store_true", help="leave the processes running and exit")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--no-live", action="store_true", help="no live panes, even in a terminal")
+    p.add_argument(
+        "--run-dir", help="where logs go on each node (default /tmp/epdoctor-run-<time>)"
+    )
+    p.add_argument(
+        "--python",
+        help="python with PyTorch on the nodes (default: this one if it has torch, else python3)",
+    )
+
+
+def _engine(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", choices=ENGINES, help="engine (default: plan, else vllm)")
+    p.add_argument("--url", default="http://127.0.0.1:8000", help="the leader's HTTP address")
+
+
+# --------------------------------------------------------------------------- helpers
+class Out:
+    """Where text goes: rich for humans, nothing but JSON with --json."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from rich.console import Console
+
+        self.json = bool(args.json)
+        self.console = Console(stderr=self.json, highlight=False)
+
+    def print(self, *a: Any, **kw: Any) -> None:
+        self.console.print(*a, **kw)
+
+
+def load_plan(path: str | None) -> dict[str, Any]:
+    from epdoctor.model import EpdoctorError
+
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise EpdoctorError(f"cannot read plan {path}: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise EpdoctorError(f"{path} is not a plan (expected a JSON object)")
+    return doc
+
+
+def plan_env(plan: dict[str, Any]) -> dict[str, str]:
+    return {
+        str(e["name"]): str(e["value"])
+        for e in plan.get("env") or []
+        if isinstance(e, dict) and "name" in e and "value" in e
+    }
+
+
+def default_python() -> str:
+    if importlib.util.find_spec("torch") is not None:
+        return sys.executable
+    return "python3"
+
+
+def run_dir(args: argparse.Namespace, what: str) -> str:
+    return args.run_dir or f"/tmp/epdoctor-{what}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def nodes_from_args(args: argparse.Namespace) -> list[Any]:
+    from epdoctor.launch.launcher import LocalNode
+
+    return [LocalNode("local")]
+
+
+def confirm(args: argparse.Namespace, out: Out, lines: list[str], what: str) -> int | None:
+    """Show the commands; None to go on, else the exit code."""
+    from epdoctor import exitcodes
+
+    out.print(f"[bold]epdoctor will run {len(lines)} command(s) for {what}:[/bold]")
+    for line in lines:
+        out.print(f"  {line}", markup=False, soft_wrap=True)
+    if args.dry_run:
+        out.print("(dry run: nothing started)")
+        return exitcodes.OK
+    if args.yes:
+        return None
+    if not sys.stdin.isatty():
+        out.print("[red]refusing to start without --yes: stdin is not a terminal[/red]")
+        return exitcodes.ERROR
+    answer = input("Start them? [y/N] ").strip().lower()
+    if answer not in ("y", "yes"):
+        out.print("nothing started")
+        return exitcodes.OK
+    return None
+
+
+def preflight(
+    args: argparse.Namespace, out: Out, nodes: list[Any], advisory: bool, engine: str | None = None
+) -> int | None:
+    """Read-only diagnose of every node first. None: go on; else the exit code."""
+    from epdoctor import exitcodes
+    from epdoctor.checks.base import Context
+    from epdoctor.diagnose import diagnose_many
+    from epdoctor.model import Status
+    from epdoctor.targets.base import ProbeOptions
+    from epdoctor.targets.local import LocalTarget
+
+    if args.no_preflight:
+        return None
+    targets = [LocalTarget() for _ in nodes]
+    out.print("[dim]preflight: read-only diagnose of every node...[/dim]")
+    diags = diagnose_many(targets, Context(engine=engine), ProbeOptions(timeout_s=60))
+    failing = [
+        (d.result.target.name, f)
+        for d in diags
+        for f in d.result.findings
+        if f.status is Status.FAIL
+    ]
+    errors = [d.result.error for d in diags if d.result.error]
+    for e in errors:
+        out.print(f"[red]preflight could not run: {e}[/red]")
+    for name, f in failing:
+        out.print(f"  [red]FAIL[/red] {f.code} {f.title} [dim]({name})[/dim]")
+    if not failing and not errors:
+        out.print("[green]preflight: no failing finding[/green]")
+        return None
+    if advisory and not errors:
+        out.print(
+            "[yellow]preflight: advisory for a one-node built-in test, which needs only "
+            "PyTorch and the GPUs and crosses no NIC: it goes on, and its own gates say "
+            "whether it ran (the findings still matter for serving)[/yellow]"
+        )
+        return None
+    if args.force:
+        out.print("[yellow]--force: launching despite the failing preflight[/yellow]")
+        return None
+    out.print(
+        "preflight failed: nothing started (`epdoctor diagnose` explains; --force launches anyway)"
+    )
+    return exitcodes.FINDINGS
+
+
+def live_loop(
+    args: argparse.Namespace, out: Out, board: Any, step: Callable[[], bool], poll_s: float = 0.2
+) -> None:
+    """Call step() until it returns False, drawing the board when in a terminal."""
+    if out.json or args.no_live or not out.console.is_terminal:
+        while step():
+            time.sleep(poll_s)
+        return
+    from rich.live import Live
+
+    with Live(board, console=out.console, refresh_per_second=4, transient=False):
+        while step():
+            time.sleep(poll_s)
+
+
+def line_sink(args: argparse.Namespace, out: Out, board: Any) -> Callable[[str, str], None]:
+    """Lines go to the panes; outside a terminal only the highlighted ones are printed."""
+    from epdoctor.launch.panes import style_of
+
+    plain = not out.json and (args.no_live or not out.console.is_terminal)
+
+    def sink(pane: str, line: str) -> None:
+        board.add(pane, line)
+        if plain and style_of(line):
+            out.print(f"[{pane}] {line[:300]}", markup=False, highlight=False)
+
+    return sink
+
+
+def print_gates(out: Out, gates: list[Any]) -> None:
+    from rich.table import Table
+
+    t = Table(title="gates", show_lines=False)
+    for col in ("gate", "verdict", "summary", "code"):
+        t.add_column(col)
+    for g in gates:
+        t.add_row(g.name, _verdict(g.status.value), g.summary, g.code or "")
+        for e in g.evidence[:6]:
+            t.add_row("", "", f"[dim]{_esc(e)}[/dim]", "")
+    out.print(t)
+
+
+def _verdict(v: str) -> str:
+    style = {
+        "pass": "green",
+        "fail": "bold red",
+        "warn": "yellow",
+        "unknown": "magenta",
+        "skip": "dim",
+    }.get(v, "")
+    label = "unverifiable" if v == "unknown" else v
+    return f"[{style}]{label}[/{style}]" if style else label
+
+
+def _esc(s: str) -> str:
+    from rich.markup import escape
+
+    return escape(s)
+
+
+def exit_for(status: Any) -> int:
+    from epdoctor import exitcodes
+    from epdoctor.model import Status
+
+    return exitcodes.FINDINGS if status in (Status.FAIL, Status.UNKNOWN) else exitcodes.OK
+
+
+def stopped_note(out: Out, lines: list[str]) -> None:
+    for line in lines:
+        out.print(f"[yellow]stopped:[/yellow] {line}")
+
+
+# --------------------------------------------------------------------------- kernel test
+def run(args: argparse.Namespace) -> int:
+    from epdoctor import exitcodes
+
+    what = getattr(args, "what", None)
+    if what is None:
+        print("epdoctor run: choose one of kernel-test, serve, smoke, bench", file=sys.stderr)
+        return exitcodes.ERROR
+    return {
+        "kernel-test": run_kernel_test,
+        "serve": run_serve,
+        "smoke": run_smoke,
+        "bench": run_bench,
+    }[what](args)
+
+
+def kernel_config(args: argparse.Namespace, plan: dict[str, Any], nodes: list[Any]) -> Any:
+    from epdoctor.launch.gates import NetworkExpectation
+    from epdoctor.launch.kernel_test import KernelTestConfig, builtin_args
+
+    kind = "deepep" if args.deepep else (args.kind or "builtin")
+    gpus = args.gpus or int(plan.get("gpus_per_node") or 1)
+    efa_count = args.efa_count or (int(plan["efa_per_node"]) if plan.get("efa_per_node") else None)
+    multi = len(nodes) > 1
+    expect_efa = args.expect_efa if args.expect_efa is not None else (True if multi else None)
+    reason = "" if expect_efa else "one node: ranks talk over NVLink/PCIe, not a NIC"
+    tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else None
+    test_args = list(builtin_args(tokens, args.baseline)) if kind == "builtin" else []
+    test_args += args.test_arg
+    return KernelTestConfig(
+        kind=kind,
+        nodes=nodes,
+        gpus=gpus,
+        run_dir=run_dir(args, "kernel-test"),
+        python=args.python or default_python(),
+        test_args=tuple(test_args),
+        env=plan_env(plan),
+        deepep_dir=args.deepep or "",
+        backend=args.backend,
+        expect=NetworkExpectation(
+            efa=expect_efa, efa_count=efa_count, multi_node=multi, reason=reason
+        ),
+        timeout_s=args.timeout,
+        master_port=args.master_port,
+    )
+
+
+def run_kernel_test(args: argparse.Namespace) -> int:
+    from epdoctor import exitcodes
+    from epdoctor.launch.kernel_test import KernelTestRun, describe
+    from epdoctor.launch.panes import PaneBoard
+
+    out = Out(args)
+    plan = load_plan(args.plan)
+    nodes = nodes_from_args(args)
+    if args.isolate:
+        out.print(
+            "[red]--isolate needs several nodes (--ssh or Kubernetes pods); this launch "
+            "has only the local host[/red]"
+        )
+        return exitcodes.ERROR
+    cfg = kernel_config(args, plan, nodes)
+    code = confirm(args, out, describe(cfg), f"the {cfg.kind} kernel test")
+    if code is not None:
+        return code
+    code = preflight(args, out, nodes, advisory=cfg.kind == "builtin" and len(nodes) == 1)
+    if code is not None:
+        return code
+    board = PaneBoard()
+    krun = KernelTestRun(cfg, on_line=line_sink(args, out, board))
+    t0 = time.monotonic()
+    try:
+        krun.start()
+        if args.detach:
+            return _detached(out, krun.group, cfg.run_dir)
+        board.set_status("kernel test", "running", f"{cfg.world} ranks on {len(nodes)} node(s)")
+
+        def step() -> bool:
+            board.set_status("kernel test", "running", f"{time.monotonic() - t0:.0f}s")
+            return krun.step()
+
+        live_loop(args, out, board, step)
+    except KeyboardInterrupt:
+        stopped_note(out, krun.stop())
+        out.print("interrupted: everything epdoctor started is stopped")
+        return exitcodes.INTERRUPTED
+    report = krun.finish()
+    if krun.failed_early:
+        out.print("[red]a node failed: the others were stopped[/red]")
+    stopped_note(out, report.stopped)
+    if out.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        _print_ranks(out, report.per_rank)
+        print_gates(out, report.gates)
+        for name, path in report.logs.items():
+            out.print(f"[dim]log {name}: {path}[/dim]")
+        out.print(f"kernel test: {_verdict(report.status.value)}")
+    return exit_for(report.status)
+
+
+def _print_ranks(out: Out, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    from rich.table import Table
+
+    t = Table(title="ranks")
+    for col in (
+        "rank",
+        "host",
+        "numerics",
+        "network",
+        "peers via",
+        "tokens",
+        "dispatch GB/s",
+        "combine GB/s",
+        "EP/a2a",
+    ):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(
+            str(r["rank"]),
+            str(r["host"] or "?"),
+            _numerics(r["numerics"]),
+            str(r["network"] or "-"),
+            ", ".join(r["peers_via"]) or "-",
+            str(r["num_tokens"] or "-"),
+            _f(r["dispatch_gbps"]),
+            _f(r["combine_gbps"]),
+            _f(r["overhead_ratio"]),
+        )
+    out.print(t)
+
+
+def _numerics(v: str) -> str:
+    return {"pass": "[green]pass[/green]", "fail": "[bold red]fail[/bold red]"}.get(v, v)
+
+
+def _f(x: Any) -> str:
+    return f"{x:.2f}" if isinstance(x, (int, float)) else "-"
+
+
+def _detached(out: Out, group: Any, rdir: str) -> int:
+    from epdoctor import exitcodes
+
+    for p in group.procs:
+        out.print(
+            f"detached: {p.name} pid {p.pid} (process group {p.pid}) log "
+            f"{p.node.name}:{p.spec.log_path}"
+        )
+    out.print(f"stop them with: kill -TERM -- -PGID   (logs under {rdir})")
+    return exitcodes.OK
+
+
+# --------------------------------------------------------------------------- serve
+def _engine_of(args: argparse.Namespace, plan: dict[str, Any]) -> str:
+    return args.engine or str((plan.get("input") or {}).get("engine") or "vllm")
+
+
+def serve_config(
+    args: argparse.Namespace, plan: dict[str, Any], nodes: list[Any], leader_cmd: str | None = None
+) -> Any:
+    from epdoctor.launch.serve import ServeConfig
+    from epdoctor.model import EpdoctorError
+
+    cmds = plan.get("commands") or {}
+    leader = leader_cmd or getattr(args, "cmd", None) or cmds.get("leader")
+    if not leader:
+        raise EpdoctorError("no serve command: pass --cmd or --plan plan.json")
+    worker = getattr(args, "worker_cmd", None)
+    if worker is None:
+        worker = cmds.get("worker") or ""
+    return ServeConfig(
+        nodes=nodes,
+        leader_cmd=leader,
+        worker_cmd=worker if len(nodes) > 1 else "",
+        engine=_engine_of(args, plan),
+        url=args.url,
+        run_dir=run_dir(args, "serve"),
+        env=plan_env(plan),
+        budget_s=args.startup_budget,
+    )
+
+
+def log_watch_factory() -> Callable[[str], Any] | None:
+    """The log analyzer, when this installation has it (it explains fatal log lines)."""
+    for mod_name in ("epdoctor.logs", "epdoctor.facts.nccl_log"):
+        if importlib.util.find_spec(mod_name.rsplit(".", 1)[0]) is None:
+            continue
+        try:
+            mod = importlib.import_module(mod_name)
+        except ImportError:
+            continue
+        analyzer = getattr(mod, "LogAnalyzer", None)
+        if analyzer is not None:
+            return lambda source: _AnalyzerWatch(analyzer(), source)
+    return None
+
+
+class _AnalyzerWatch:
+    """Adapts the log analyzer's incremental feed to serve's LogWatch."""
+
+    def __init__(self, analyzer: Any, source: str) -> None:
+        self.analyzer = analyzer
+        self.source = source
+
+    def feed(self, data: bytes) -> list[Any]:
+        got = self.analyzer.feed(data)
+        return [f for f in (got or []) if hasattr(f, "status") and hasattr(f, "code")]
+
+
+def start_serving(args: argparse.Namespace, out: Out, cfg: Any, board: Any) -> tuple[Any, Any]:
+    """Start and wait for readiness; returns (serve run, gate). Raises KeyboardInterrupt."""
+    from epdoctor.launch.serve import ServeRun
+
+    srun = ServeRun(cfg, on_line=line_sink(args, out, board), watch_factory=log_watch_factory())
+    srun.start()
+    why: list[str] = []
+
+    def step() -> bool:
+        r = srun.step()
+        p = srun.waiter.last
+        board.set_status(
+            "ready",
+            "waiting",
+            f"{srun.waiter.elapsed:.0f}s of {cfg.budget_s:.0f}s: {p.detail if p else 'starting'}",
+        )
+        if r is None:
+            return True
+        why.append(r)
+        return False
+
+    live_loop(args, out, board, step, poll_s=0.3)
+    return srun, srun.gate(why[0] if why else "budget")
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from epdoctor import exitcodes
+    from epdoctor.launch.panes import PaneBoard
+    from epdoctor.launch.serve import describe
+    from epdoctor.model import Status
+
+    out = Out(args)
+    plan = load_plan(args.plan)
+    nodes = nodes_from_args(args)
+    cfg = serve_config(args, plan, nodes)
+    code = confirm(args, out, describe(cfg), f"serving ({cfg.engine})")
+    if code is not None:
+        return code
+    code = preflight(args, out, nodes, advisory=False, engine=cfg.engine)
+    if code is not None:
+        return code
+    board = PaneBoard()
+    srun = None
+    try:
+        srun, gate = start_serving(args, out, cfg, board)
+        print_gates(out, [gate])
+        if gate.status is not Status.PASS:
+            stopped_note(out, srun.stop())
+            _serve_json(out, srun, gate)
+            return exitcodes.FINDINGS
+        if args.detach:
+            _serve_json(out, srun, gate)
+            return _detached(out, srun.group, cfg.run_dir)
+        out.print("ready: following the logs; Ctrl-C stops the engine")
+
+        def follow() -> bool:
+            srun.follow()
+            return bool(srun.group.running())
+
+        live_loop(args, out, board, follow, poll_s=0.5)
+        out.print("[red]the engine exited[/red]")
+        return exitcodes.FINDINGS
+    except KeyboardInterrupt:
+        if srun is not None:
+            stopped_note(out, srun.stop())
+        out.print("interrupted: everything epdoctor started is stopped")
+        return exitcodes.INTERRUPTED
+
+
+def _serve_json(out: Out, srun: Any, gate: Any) -> None:
+    if out.json:
+        print(json.dumps({"gate": gate.to_json(), **srun.summary()}, indent=2))
+
+
+# --------------------------------------------------------------------------- smoke
+def run_smoke(args: argparse.Namespace) -> int:
+    from epdoctor import exitcodes
+    from epdoctor.launch import smoke
+    from epdoctor.launch.counters import counters_gate, delta, take_snapshot
+
+    out = Out(args)
+    plan = load_plan(args.plan)
+    model = (
+        args.model
+        or smoke.first_model(args.url)
+        or str((plan.get("input") or {}).get("model") or "")
+    )
+    if not model:
+        out.print(f"[red]no model: {args.url}/v1/models answered nothing; pass --model[/red]")
+        return exitcodes.ERROR
+    body = json.dumps(smoke.payload(model, args.max_tokens))
+    code = confirm(args, out, [f"POST {args.url}/v1/chat/completions {body}"], "the smoke request")
+    if code is not None:
+        return code
+    nodes = nodes_from_args(args)
+    python = args.python or "python3"
+    before = {n.name: take_snapshot(n, python) for n in nodes}
+    res = smoke.smoke(args.url, model, args.max_tokens)
+    after = {n.name: take_snapshot(n, python) for n in nodes}
+    cgate = counters_gate([delta(n, before[n], after[n]) for n in before], len(nodes) > 1)
+    if out.json:
+        print(json.dumps({**res.to_json(), "counters": cgate.to_json()}, indent=2))
+    else:
+        out.print(f"reply ({res.latency_s:.2f}s): {res.reply!r}", markup=False)
+        print_gates(out, [res.gate, cgate])
+    return exit_for(res.gate.status)
+
+
+# --------------------------------------------------------------------------- bench
+def run_bench(args: argparse.Namespace) -> int:
+    from epdoctor import exitcodes
+    from epdoctor.launch import bench, smoke
+    from epdoctor.launch.panes import PaneBoard
+    from epdoctor.model import EpdoctorError, Status
+
+    out = Out(args)
+    plan = load_plan(args.plan)
+    levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
+    if not levels or any(c < 1 for c in levels):
+        raise EpdoctorError(f"--concurrency: positive integers expected, got {args.concurrency!r}")
+    nodes = nodes_from_args(args)
+    arms: list[tuple[str, str | None]] = [("current", None)]
+    lines = [
+        f"warm-up {args.warmup}, then per level {levels}: "
+        f"{args.requests_per_level or '5 x level'} requests to {args.url} "
+        f"(max_tokens {args.max_tokens}, ignore_eos, unique prefixes)"
+    ]
+    cfgs: dict[str, Any] = {}
+    if args.ab:
+        base_cfg = serve_config(args, plan, nodes)
+        cfgs["current"] = base_cfg
+        alt = serve_config(args, plan, nodes, bench.with_backend(base_cfg.leader_cmd, args.ab))
+        cfgs[args.ab] = alt
+        arms = [("current", base_cfg.leader_cmd), (args.ab, alt.leader_cmd)]
+        lines = [f"serve: bash -c {c!r}, then the sweep, then stop" for _, c in arms] + lines
+    code = confirm(args, out, lines, "the benchmark")
+    if code is not None:
+        return code
+    results: list[bench.BenchResult] = []
+    board = PaneBoard()
+    try:
+        for label, _cmd in arms:
+            srun = None
+            if label in cfgs:
+                srun, gate = start_serving(args, out, cfgs[label], board)
+                if gate.status is not Status.PASS:
+                    stopped_note(out, srun.stop())
+                    print_gates(out, [gate])
+                    return exitcodes.FINDINGS
+            try:
+                model = args.model or smoke.first_model(args.url)
+                if not model:
+                    out.print(f"[red]no model at {args.url}/v1/models; pass --model[/red]")
+                    return exitcodes.ERROR
+                send = bench.http_sender(args.url, model, args.max_tokens, args.request_timeout)
+                res = bench.run_bench(
+                    send,
+                    levels,
+                    args.max_tokens,
+                    args.requests_per_level,
+                    args.warmup,
+                    label=label,
+                    model=model,
+                    on_level=lambda lv: out.print(
+                        f"[dim]c={lv.concurrency}: {lv.ok}/{lv.n} ok[/dim]"
+                    ),
+                )
+                results.append(res)
+            finally:
+                if srun is not None:
+                    stopped_note(out, srun.stop())
+    except KeyboardInterrupt:
+        out.print("interrupted: everything epdoctor started is stopped")
+        return exitcodes.INTERRUPTED
+    doc = {"results": [r.to_json() for r in results], "baseline": args.ab}
+    if args.output:
+        os.makedirs(args.output, exist_ok=True)
+        with open(os.path.join(args.output, "bench.json"), "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2)
+        with open(os.path.join(args.output, "bench.csv"), "w", encoding="utf-8") as f:
+            f.write(bench.to_csv(results))
+    if out.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        _print_bench(out, results)
+        print_gates(out, [r.gate() for r in results])
+        if not args.ab:
+            out.print(
+                "[dim]M702: no baseline backend measured; --ab allgather_reducescatter runs "
+                "one the same way[/dim]"
+            )
+    return exitcodes.OK if all(r.all_ok for r in results) else exitcodes.FINDINGS
+
+
+def _print_bench(out: Out, results: list[Any]) -> None:
+    from rich.table import Table
+
+    t = Table(title="bench (percentiles over successes only)")
+    for col in ("arm", "conc", "ok/n", "tok/s", "p50 s", "p90 s", "p99 s", "failures"):
+        t.add_column(col)
+    for r in results:
+        for lv in r.levels:
+            s = lv.stats()
+            t.add_row(
+                r.label,
+                str(s["concurrency"]),
+                f"{s['ok']}/{s['n']}",
+                _f(s["tok_s"]),
+                _f(s["p50_s"]),
+                _f(s["p90_s"]),
+                _f(s["p99_s"]),
+                ", ".join(f"{k} x{v}" for k, v in s["failures"].items()) or "-",
+            )
+    out.print(t)

@@ -1,0 +1,254 @@
+"""The seeds' honest benchmark method, as a library.
+
+* an unmeasured warm-up before the sweep (the first level must not absorb
+  first-request initialisation);
+* N requests per concurrency level (default 5 x the level);
+* a unique prompt prefix per request, from one index that never resets between
+  levels (prefix caching cannot serve a request from an earlier one);
+* ``ignore_eos`` with a fixed ``max_tokens``, and completion_tokens checked
+  against it;
+* percentiles over successes only (linear interpolation); a 200 without
+  ``usage`` is a failure, not a zero-token success;
+* exit 0 only if every request at every level succeeded.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import csv
+import io
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from epdoctor.launch.gates import Gate
+from epdoctor.launch.http import Reply, request
+from epdoctor.model import Status
+
+BASE_PROMPT = (
+    "Write a detailed explanation of how expert parallelism routes tokens between "
+    "GPUs in a Mixture-of-Experts transformer."
+)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default); None when empty."""
+    if not values:
+        return None
+    xs = sorted(values)
+    if len(xs) == 1:
+        return xs[0]
+    pos = (len(xs) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    latency_s: float
+    completion_tokens: int = 0
+    reason: str = ""  # why a failure failed
+
+
+def classify(r: Reply, max_tokens: int) -> Outcome:
+    if r.status is None:
+        return Outcome(False, r.elapsed_s, reason=r.error or "no answer")
+    if r.status != 200:
+        return Outcome(False, r.elapsed_s, reason=f"HTTP {r.status}")
+    usage = r.json.get("usage")
+    if not isinstance(usage, dict) or not isinstance(usage.get("completion_tokens"), int):
+        return Outcome(False, r.elapsed_s, reason="HTTP 200 without usage")
+    n = usage["completion_tokens"]
+    if n <= 0:
+        return Outcome(False, r.elapsed_s, reason="HTTP 200 with 0 completion tokens")
+    if n != max_tokens:
+        return Outcome(
+            False,
+            r.elapsed_s,
+            n,
+            reason=f"completion_tokens {n} != max_tokens {max_tokens} with ignore_eos",
+        )
+    return Outcome(True, r.elapsed_s, n)
+
+
+@dataclass
+class Level:
+    concurrency: int
+    outcomes: list[Outcome] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def n(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def ok(self) -> int:
+        return sum(o.ok for o in self.outcomes)
+
+    def stats(self) -> dict[str, Any]:
+        lat = [o.latency_s for o in self.outcomes if o.ok]
+        toks = sum(o.completion_tokens for o in self.outcomes if o.ok)
+        reasons: dict[str, int] = {}
+        for o in self.outcomes:
+            if not o.ok:
+                reasons[o.reason] = reasons.get(o.reason, 0) + 1
+        return {
+            "concurrency": self.concurrency,
+            "n": self.n,
+            "ok": self.ok,
+            "failed": self.n - self.ok,
+            "failures": reasons,
+            "wall_s": round(self.wall_s, 3),
+            "tok_s": round(toks / self.wall_s, 2) if self.wall_s and toks else 0.0,
+            "p50_s": _r(percentile(lat, 50)),
+            "p90_s": _r(percentile(lat, 90)),
+            "p99_s": _r(percentile(lat, 99)),
+            "mean_s": _r(sum(lat) / len(lat) if lat else None),
+        }
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+@dataclass
+class BenchResult:
+    label: str
+    levels: list[Level]
+    warmup: int
+    max_tokens: int
+    model: str
+
+    @property
+    def all_ok(self) -> bool:
+        return bool(self.levels) and all(lv.ok == lv.n and lv.n > 0 for lv in self.levels)
+
+    def gate(self) -> Gate:
+        failed = [lv for lv in self.levels if lv.ok != lv.n]
+        if not self.levels:
+            return Gate("bench", Status.UNKNOWN, "no level ran", code="M701")
+        if failed:
+            ev = tuple(
+                f"c={lv.concurrency}: {lv.n - lv.ok} of {lv.n} failed "
+                f"({', '.join(f'{k} x{v}' for k, v in lv.stats()['failures'].items())})"
+                for lv in failed
+            )
+            return Gate(
+                "bench",
+                Status.FAIL,
+                f"{sum(lv.n - lv.ok for lv in failed)} requests failed at "
+                f"{len(failed)} of {len(self.levels)} levels",
+                ev,
+                "M701",
+            )
+        total = sum(lv.n for lv in self.levels)
+        return Gate(
+            "bench", Status.PASS, f"all {total} requests at {len(self.levels)} levels succeeded"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "model": self.model,
+            "warmup": self.warmup,
+            "max_tokens": self.max_tokens,
+            "all_ok": self.all_ok,
+            "levels": [lv.stats() for lv in self.levels],
+            **{"gate": self.gate().to_json()},
+        }
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [
+            {"label": self.label, **{k: v for k, v in lv.stats().items() if k != "failures"}}
+            for lv in self.levels
+        ]
+
+
+def to_csv(results: Sequence[BenchResult]) -> str:
+    rows = [r for res in results for r in res.rows()]
+    if not rows:
+        return ""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+class Prompts:
+    """Unique prefixes from one index that never resets across levels."""
+
+    def __init__(self, base: str = BASE_PROMPT, run_id: str | None = None) -> None:
+        self.base = base
+        self.run_id = run_id or uuid.uuid4().hex[:8]
+        self.index = 0
+
+    def next(self) -> str:
+        self.index += 1
+        return f"[{self.run_id}-{self.index:06d}] {self.base}"
+
+
+Send = Callable[[str], Reply]
+
+
+def http_sender(base_url: str, model: str, max_tokens: int, timeout_s: float) -> Send:
+    url = base_url.rstrip("/") + "/v1/chat/completions"
+
+    def send(prompt: str) -> Reply:
+        return request(
+            url,
+            {
+                "model": model,
+                "max_tokens": max_tokens,
+                "temperature": 0,
+                "ignore_eos": True,
+                "messages": [{"role": "user", "content": prompt}],
+            },
+            timeout_s=timeout_s,
+        )
+
+    return send
+
+
+def run_bench(
+    send: Send,
+    levels: Sequence[int],
+    max_tokens: int,
+    requests_per_level: int | None,
+    warmup: int = 1,
+    label: str = "",
+    model: str = "",
+    on_level: Callable[[Level], None] | None = None,
+    prompts: Prompts | None = None,
+) -> BenchResult:
+    prompts = prompts or Prompts()
+    for _ in range(warmup):  # unmeasured: results are not kept
+        send(prompts.next())
+    out: list[Level] = []
+    for c in levels:
+        n = requests_per_level or 5 * c
+        lv = Level(c)
+        batch = [prompts.next() for _ in range(n)]
+        t0 = time.monotonic()
+        with cf.ThreadPoolExecutor(max_workers=c) as pool:
+            for reply in pool.map(send, batch):
+                lv.outcomes.append(classify(reply, max_tokens))
+        lv.wall_s = time.monotonic() - t0
+        out.append(lv)
+        if on_level:
+            on_level(lv)
+    return BenchResult(label, out, warmup, max_tokens, model)
+
+
+def with_backend(cmd: str, backend: str) -> str:
+    """The serve command with --all2all-backend set to `backend` (replaced or added)."""
+    import re
+
+    pat = re.compile(r"--all2all-backend(?:=|\s+)\S+")
+    if pat.search(cmd):
+        return pat.sub(f"--all2all-backend {backend}", cmd)
+    return f"{cmd} --all2all-backend {backend}"

@@ -1,0 +1,164 @@
+"""Kernel-test gates on real NCCL logs (tests/fixtures/launch/*.source say where each is from)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from epdoctor.launch.gates import (
+    NetworkExpectation,
+    exit_code_gate,
+    network_gate,
+    numerics_gate,
+    parse_results,
+    results_gate,
+)
+from epdoctor.launch.nccl_evidence import NcclEvidence
+from epdoctor.model import Status
+
+FIX = Path(__file__).parent / "fixtures" / "launch"
+EFA16 = NetworkExpectation(efa=True, efa_count=16, multi_node=True)
+
+
+def evidence(*names: str) -> NcclEvidence:
+    ev = NcclEvidence()
+    for n in names:
+        ev.feed_text((FIX / n).read_text())
+    return ev
+
+
+def test_p5en_rank_with_efa_direct_16_nics_passes():
+    ranks = evidence("p5en_gin_proxy_rank.log").ranks()
+    assert [(r.host, r.pid) for r in ranks] == [("deepep-efa-bench-0", 70124)]
+    assert ranks[0].providers == [("efa", "efa-direct", 16)]
+    assert ranks[0].network == "Libfabric"
+    g = network_gate(ranks, 1, EFA16)
+    assert g.status is Status.PASS, g
+    assert "16 nics" in g.summary
+
+
+def test_nic_count_below_the_instance_fails():
+    ranks = evidence("p5en_gin_proxy_rank.log").ranks()
+    g = network_gate(ranks, 1, NetworkExpectation(efa=True, efa_count=32, multi_node=True))
+    assert g.status is Status.FAIL and g.code == "T702"
+    assert "found 16 nics, the instance has 32" in g.evidence[0]
+
+
+def test_torchrun_prefixed_lines_are_read():
+    ranks = evidence("p6b200_torchrun_prefix.log").ranks()
+    assert ranks[0].providers == [("efa", "efa-direct", 4)]
+    assert network_gate(ranks, 1, NetworkExpectation(efa=True, efa_count=4)).status is Status.PASS
+
+
+def test_efa_provider_without_efa_direct_fabric_fails():
+    # p4d with aws-ofi-nccl 1.16.2: SENDRECV protocol, fabric "efa", healthy for NCCL but not
+    # the RDMA (efa-direct) path GIN needs.
+    ranks = evidence("p4d_healthy_efa_fabric.log").ranks()
+    g = network_gate(ranks, 1, NetworkExpectation(efa=True, efa_count=4))
+    assert g.status is Status.FAIL and g.code == "T701"
+    assert "fabric efa (found 1 nics): not efa-direct" in g.evidence[0]
+
+
+def test_socket_fallback_after_plugin_failure_fails_with_the_reason():
+    ranks = evidence("p4d_socket_fallback.log").ranks()
+    assert ranks[0].network == "Socket"
+    assert any("aws-ofi-nccl initialization failed" in f for f in ranks[0].net_failures)
+    g = network_gate(ranks, 1, EFA16)
+    assert g.status is Status.FAIL
+    assert "NCCL used network Socket" in g.evidence[0]
+
+
+def test_h200_single_gpu_reports_socket_and_no_peers_when_efa_not_expected():
+    ranks = evidence("h200_single_gpu_socket.log").ranks()
+    assert len(ranks) == 1 and ranks[0].network == "Socket"
+    assert ranks[0].nccl_version == "2.28.9+cuda13.0"
+    one_node = NetworkExpectation(efa=None, reason="one node")
+    g = network_gate(ranks, 1, one_node)
+    assert g.status is Status.PASS
+    assert "Socket" in g.summary and "no traffic crossed a NIC" in g.summary
+    # the same log where EFA is demanded fails
+    assert network_gate(ranks, 1, EFA16).status is Status.FAIL
+
+
+def test_tcp_provider_banner_fails():
+    # composed from aws-ofi-nccl's format "Selected provider is %s, fabric is %s (found %d nics)"
+    # with the tcp;ofi_rxm provider the seeds' loose pattern let through
+    line = (
+        "node-1:4242:4242 [0] NCCL INFO NET/OFI Selected provider is tcp;ofi_rxm, "
+        "fabric is TCP-IP (found 1 nics)"
+    )
+    ev = NcclEvidence()
+    ev.feed_line(line)
+    g = network_gate(ev.ranks(), 1, EFA16)
+    assert g.status is Status.FAIL and "provider tcp;ofi_rxm" in g.evidence[0]
+
+
+def test_a_rank_that_logged_nothing_is_not_a_pass():
+    ranks = evidence("p5en_gin_proxy_rank.log").ranks()
+    g = network_gate(ranks, 16, EFA16)
+    assert g.status is Status.FAIL
+    assert any("only 1 of 16 ranks" in e for e in g.evidence)
+    assert network_gate([], 2, EFA16).status is Status.UNKNOWN
+
+
+def test_ranks_are_grouped_by_host_and_pid_across_sources():
+    text = (FIX / "p5en_gin_proxy_rank.log").read_text()
+    other = text.replace("deepep-efa-bench-0:70124:70124", "deepep-efa-bench-1:555:555")
+    ev = NcclEvidence()
+    ev.feed_text(text)
+    ev.feed_text(other)
+    assert len(ev.ranks()) == 2
+    assert network_gate(ev.ranks(), 2, EFA16).status is Status.PASS
+
+
+def test_channel_lines_give_the_peer_transports():
+    ev = NcclEvidence()
+    for via in ("P2P/CUMEM/read", "NET/Libfabric/0/GDRDMA", "SHM/direct/direct"):
+        ev.feed_line(f"h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via {via}")
+    assert ev.ranks()[0].transports == {"P2P", "NET/Libfabric", "SHM"}
+
+
+def test_exit_code_gate():
+    assert exit_code_gate({"node0": 0, "node1": 0}).status is Status.PASS
+    g = exit_code_gate({"node0": 0, "node1": 1})
+    assert g.status is Status.FAIL and g.code == "D702" and "node1: exit 1" in g.evidence
+    assert exit_code_gate({"node0": None}).status is Status.FAIL
+    assert exit_code_gate({}).status is Status.UNKNOWN
+
+
+def _result(rank: int, ok: bool = True) -> str:
+    chk = {"ok": ok, "mismatches": 0 if ok else 3, "elements": 100}
+    if not ok:
+        chk["first"] = {"index": [0, 1], "got": 1.0, "want": 2.0}
+    import json
+
+    doc = {
+        "rank": rank,
+        "host": "h",
+        "pid": 10 + rank,
+        "numerics": "pass" if ok else "fail",
+        "sizes": [{"num_tokens": 64, "dispatch_check": chk, "combine_check": chk}],
+    }
+    return f"[default{rank}]:EPDOCTOR_KERNEL_TEST {json.dumps(doc)}"
+
+
+def test_results_and_numerics_gates():
+    res = parse_results([_result(0), "noise", _result(1)])
+    assert sorted(res) == [0, 1]
+    assert results_gate(res, 2).status is Status.PASS
+    assert numerics_gate(res).status is Status.PASS
+    missing = results_gate(res, 4)
+    assert missing.status is Status.FAIL and "missing ranks: 2-3" in missing.evidence
+    bad = parse_results([_result(0), _result(1, ok=False)])
+    g = numerics_gate(bad)
+    assert g.status is Status.FAIL and g.code == "D701"
+    assert "rank 1 dispatch at 64 tokens: 3 of 100 elements differ" in g.evidence[0]
+    assert numerics_gate({}).status is Status.UNKNOWN
+
+
+@pytest.mark.parametrize("name", ["p5en_gin_proxy_rank.log", "p4d_socket_fallback.log"])
+def test_findings_carry_catalogue_fix_text(name):
+    g = network_gate(evidence(name).ranks(), 2, EFA16)
+    f = g.finding("node0")
+    assert f is not None and f.code in ("T701", "T702") and f.fix
