@@ -352,8 +352,7 @@ def system():
         "cpu_count": os.cpu_count(),
         "python": sys.version.split()[0],
         "euid": os.geteuid(),
-        "in_container": exists("/.dockerenv")
-        or bool(os.environ.get("KUBERNETES_SERVICE_HOST")),
+        "in_container": exists("/.dockerenv") or bool(os.environ.get("KUBERNETES_SERVICE_HOST")),
     }
     try:
         import resource
@@ -384,9 +383,7 @@ def gpus():
     out["proc_version"] = read("/proc/driver/nvidia/version")
     out["proc_params"] = read("/proc/driver/nvidia/params")
     modprobe = {}
-    for p in sorted(gglob("/etc/modprobe.d/*.conf")) + sorted(
-        gglob("/lib/modprobe.d/*.conf")
-    ):
+    for p in sorted(gglob("/etc/modprobe.d/*.conf")) + sorted(gglob("/lib/modprobe.d/*.conf")):
         text = read(p, 65536)
         if text and "nvidia" in text:
             modprobe[p] = text
@@ -403,9 +400,7 @@ def modules():
         base = "/sys/module/" + m
         out[m] = {
             "present": isdir(base),
-            "version": ((read(base + "/version") or "").strip() or None)
-            if isdir(base)
-            else None,
+            "version": ((read(base + "/version") or "").strip() or None) if isdir(base) else None,
         }
     out["proc_modules"] = read("/proc/modules")
     return out
@@ -503,7 +498,9 @@ def efa_userspace():
         )
     if which("rpm"):
         pkgs["rpm"] = run(
-            ["rpm"] + (["--root", ROOT[0]] if ROOT[0] else []) + ["-qa", "--qf", "%{NAME} %{VERSION}-%{RELEASE}\\n"],
+            ["rpm"]
+            + (["--root", ROOT[0]] if ROOT[0] else [])
+            + ["-qa", "--qf", "%{NAME} %{VERSION}-%{RELEASE}\\n"],
             timeout=20,
         )
     out["packages"] = pkgs
@@ -625,6 +622,19 @@ def libraries(env, sp_dirs):
             for kind, rx in LIB_KINDS:
                 if rx.match(name):
                     files.setdefault(os.path.join(d, name), kind)
+    ld = which("ldconfig", ["/sbin", "/usr/sbin"])
+    ldc = (
+        run([ld, "-p", "-C", fs("/etc/ld.so.cache")] if ROOT[0] else [ld, "-p"], timeout=10)
+        if ld
+        else {"missing": True}
+    )
+    # What the loader resolves is a consumer too: add those paths (often /lib/... aliases of
+    # /usr/lib/... on merged-/usr systems) so they are matched to the file they point at.
+    for line in (ldc.get("stdout") or "").splitlines():
+        name, _, target = line.strip().partition(" => ")
+        for kind, rx in LIB_KINDS:
+            if rx.match(name.split(" ")[0]) and target:
+                files.setdefault(target.strip(), kind)
     libs = []
     described = {}
     for path in sorted(files):
@@ -634,10 +644,8 @@ def libraries(env, sp_dirs):
             continue
         described[real] = True
         libs.append(describe_lib(path, files[path]))
-    ld = which("ldconfig", ["/sbin", "/usr/sbin"])
     return {
-        "ldconfig": (run([ld, "-p", "-C", fs("/etc/ld.so.cache")] if ROOT[0] else [ld, "-p"], timeout=10)
-                     if ld else {"missing": True}),
+        "ldconfig": ldc,
         "libs": libs,
         "ld_so_conf_d": {p: read(p, 4096) for p in sorted(gglob("/etc/ld.so.conf.d/*.conf"))},
     }

@@ -89,6 +89,21 @@ def test_gda_transport_on_healthy_node_needs_sym_kernels_off(p5en):
     assert Status.FAIL in verdicts(findings, "L101")
 
 
+def test_ldconfig_alias_path_is_matched_to_its_file(tmp_path):
+    """On merged-/usr systems ldconfig prints /lib/... for a file found under /usr/lib/..."""
+    n = FakeNode(tmp_path / "root")
+    n.gpus(n=1)
+    n.nccl("/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3", "2.28.3", lsa=False)
+    n.symlink("/usr/lib/x86_64-linux-gnu/libnccl.so.2", "libnccl.so.2.28.3")
+    n.symlink("/lib", "usr/lib")
+    n.write("/etc/ld.so.conf", "/lib/x86_64-linux-gnu\n")
+    subprocess.run(["ldconfig", "-r", str(n.root)], check=True, capture_output=True)
+    facts, f = diagnose(n)
+    assert facts.ldconfig.value["libnccl.so.2"] == ["/lib/x86_64-linux-gnu/libnccl.so.2"]
+    l101 = one(f, "L101")
+    assert l101.status is Status.FAIL and "ldconfig" in l101.title and "2.28.3" in l101.title
+
+
 def test_h200_like_node(tmp_path):
     """The real H200 machine's shape: wheel NCCL 2.28.9 (no LSA) in the torch venv, system 2.28.3."""
     n = FakeNode(tmp_path / "root")
@@ -220,7 +235,10 @@ def test_installer_old_and_absent(tmp_path):
     assert one(f, "H124").status is Status.FAIL
     (n.root / "opt/amazon/efa_installed_packages").unlink()
     _, f = diagnose(n)
-    assert one(f, "H124").status is Status.UNKNOWN
+    assert one(f, "H124").status is Status.WARN  # absent: the installer did not run here
+    n.write("/opt/amazon/efa_installed_packages", "garbage\n")
+    _, f = diagnose(n)
+    assert one(f, "H124").status is Status.UNKNOWN  # present but unreadable: cannot tell
 
 
 def test_gda_on_p5_is_impossible(tmp_path):

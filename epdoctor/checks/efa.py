@@ -125,7 +125,15 @@ def hw_counters(node: NodeFacts, ctx: Context) -> Iterable[Finding]:
 def installer(node: NodeFacts, ctx: Context) -> Iterable[Finding]:
     transport = transport_for(ctx, node.env.values)
     if not node.installer.known:
-        if node.efa_devices():
+        absent = "absent" in node.installer.reason
+        if absent:
+            yield finding(
+                "H124",
+                Status.WARN,
+                "no EFA installer manifest: the installer did not run here",
+                [node.installer.reason],
+            )
+        elif node.efa_devices():
             yield finding(
                 "H124",
                 Status.UNKNOWN,

@@ -121,6 +121,7 @@ class NodeFacts:
             "dev_gdrdrv": self.dev_gdrdrv,
             "efa_installer": self.installer.value.version if self.installer.known else None,
             "libfabric": self.libfabric.to_json(),
+            "libfabric_files": sorted({lib.realpath for lib in self.fabric_libs}),
             "plugins": [
                 {
                     "path": p.realpath,

@@ -47,7 +47,15 @@ def fact_rows(facts: dict[str, Any]) -> list[tuple[str, str]]:
             ),
         ),
         ("EFA installer", _v(facts.get("efa_installer"))),
-        ("libfabric", _v(facts.get("libfabric"))),
+        (
+            "libfabric",
+            _v(facts.get("libfabric"))
+            + (
+                f" (files: {', '.join(facts['libfabric_files'])})"
+                if facts.get("libfabric_files")
+                else ""
+            ),
+        ),
     ]
     plugins = facts.get("plugins") or []
     rows.append(
