@@ -198,3 +198,17 @@ def test_instance_table():
     }
     assert inst["p6-b300.48xlarge"].sm == "10.3"
     assert {v.gpu for v in inst.values()} == {"H100", "H200", "B200", "B300"}
+
+
+def test_every_code_the_plan_uses_is_catalogued_and_every_plan_trap_is_used():
+    import re
+
+    root = Path(__file__).resolve().parent.parent / "epdoctor" / "plan"
+    text = "".join(p.read_text() for p in [*root.glob("*.py"), *root.glob("data/*.toml")])
+    # Codes are what a rule yields (_r("CODE", ...)) and what data cites (code = "CODE").
+    used = set(re.findall(r'_r\(\s*"([A-Z][0-9]{3})"', text))
+    used |= set(re.findall(r'code = "([A-Z][0-9]{3})"', text))
+    live = {t.code for t in knowledge.all_traps()}
+    assert used and not used - live, sorted(used - live)
+    plan_traps = {t.code for t in knowledge.all_traps() if t.code[1] == "5"}
+    assert plan_traps <= used, sorted(plan_traps - used)
