@@ -1,0 +1,185 @@
+"""The built-in kernel test run for real: torchrun, gloo on CPU, through epdoctor's launcher.
+
+Needs a Python with PyTorch: this interpreter if it has torch, else the one named by
+EPDOCTOR_TORCH_PYTHON (CI creates one with the CPU wheel). Skipped with the reason
+otherwise.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from epdoctor.cli import main
+from epdoctor.launch.gates import NetworkExpectation
+from epdoctor.launch.kernel_test import KernelTestConfig, KernelTestRun, build_specs, run_to_end
+from epdoctor.launch.launcher import LocalNode
+from epdoctor.model import Status
+
+
+def _torch_python() -> str | None:
+    if importlib.util.find_spec("torch") is not None:
+        return sys.executable
+    env = os.environ.get("EPDOCTOR_TORCH_PYTHON")
+    if env and subprocess.run([env, "-c", "import torch"], capture_output=True).returncode == 0:
+        return env
+    return None
+
+
+TORCH_PY = _torch_python()
+needs_torch = pytest.mark.skipif(
+    TORCH_PY is None,
+    reason="PyTorch not installed here and EPDOCTOR_TORCH_PYTHON not set "
+    "(pip install torch==2.13.0 into a venv and point EPDOCTOR_TORCH_PYTHON at its python)",
+)
+SMALL = ("--hidden", "32", "--iters", "2", "--warmup", "1")
+
+
+def cfg(tmp_path, nodes=1, gpus=2, extra=(), **kw) -> KernelTestConfig:
+    return KernelTestConfig(
+        kind="builtin",
+        nodes=[LocalNode(f"n{i}") for i in range(nodes)],
+        gpus=gpus,
+        run_dir=str(tmp_path),
+        python=TORCH_PY or "python3",
+        backend="gloo",
+        test_args=("--num-tokens", "16,48", *SMALL, *extra),
+        timeout_s=120,
+        **kw,
+    )
+
+
+def test_specs_are_one_torchrun_per_node_with_rendezvous(tmp_path):
+    specs = build_specs(cfg(tmp_path, nodes=2, gpus=4))
+    assert [s.name for s in specs] == ["node0", "node1"]
+    a = specs[1].argv
+    assert a[a.index("--nnodes") + 1] == "2" and a[a.index("--node-rank") + 1] == "1"
+    assert a[a.index("--nproc-per-node") + 1] == "4"
+    assert specs[0].env["NCCL_DEBUG"] == "INFO"
+    assert "--nccl-log-dir" in a and a[a.index("--backend") + 1] == "gloo"
+    # DeepEP: one torchrun per node, the test spawns its own --num-processes
+    d = KernelTestConfig(
+        kind="deepep",
+        nodes=[LocalNode("a"), LocalNode("b")],
+        gpus=8,
+        run_dir="/r",
+        deepep_dir="/opt/DeepEP",
+    )
+    s = build_specs(d)[0]
+    assert s.argv[s.argv.index("--nproc-per-node") + 1] == "1"
+    assert s.argv[s.argv.index("--num-processes") + 1] == "8" and s.cwd == "/opt/DeepEP"
+    assert s.env["NCCL_DEBUG_FILE"] == "/r/nccl/nccl.%h.%p.log"
+
+
+@needs_torch
+def test_two_ranks_pass_every_gate_and_report_bandwidth(tmp_path):
+    panes: dict[str, list[str]] = {}
+    run = KernelTestRun(
+        cfg(tmp_path, extra=("--baseline",)),
+        on_line=lambda p, line: panes.setdefault(p, []).append(line),
+    )
+    report = run_to_end(run)
+    by = {g.name: g for g in report.gates}
+    assert by["exit codes"].status is Status.PASS
+    assert by["results"].status is Status.PASS and by["numerics"].status is Status.PASS
+    assert by["network"].status is Status.SKIP  # gloo: no NCCL
+    assert report.status is Status.PASS
+    assert [r["rank"] for r in report.per_rank] == [0, 1]
+    for row in report.per_rank:
+        assert row["numerics"] == "pass" and row["dispatch_gbps"] > 0
+        assert [s["num_tokens"] for s in row["sweep"]] == [16, 48]
+        assert row["overhead_ratio"] > 0
+    assert {"rank0", "rank1"} <= set(panes)  # torchrun's [defaultN]: lines demuxed per rank
+    assert (tmp_path / "node0.log").exists()
+
+
+@needs_torch
+def test_two_nodes_on_loopback(tmp_path):
+    # two torchrun agents rendezvous over 127.0.0.1 like two hosts would
+    c = cfg(
+        tmp_path,
+        nodes=2,
+        gpus=1,
+        master_port=_port(),
+        expect=NetworkExpectation(efa=None, multi_node=True),
+    )
+    report = run_to_end(KernelTestRun(c))
+    assert report.status is Status.PASS, [g.to_json() for g in report.gates]
+    assert len(report.per_rank) == 2
+    assert {g.name: g for g in report.gates}["efa counters"].status is Status.SKIP
+
+
+@needs_torch
+def test_a_corrupted_element_fails_the_numerics_gate(tmp_path):
+    report = run_to_end(
+        KernelTestRun(cfg(tmp_path, extra=("--fault", "dispatch", "--fault-rank", "1")))
+    )
+    by = {g.name: g for g in report.gates}
+    assert by["numerics"].status is Status.FAIL and by["numerics"].code == "D701"
+    assert by["exit codes"].status is Status.FAIL  # the rank exits 1 on a mismatch
+    assert report.status is Status.FAIL
+    assert report.per_rank[1]["numerics"] == "fail"
+    # the bad element reached rank 1 in dispatch; its partial went back to its source
+    assert any("rank 1 dispatch" in e for e in by["numerics"].evidence)
+    assert any("combine" in e for e in by["numerics"].evidence)
+
+
+@needs_torch
+def test_a_failing_node_stops_the_others(tmp_path):
+    # node1 cannot start its test (unknown option): node0 would wait at the rendezvous
+    c = cfg(tmp_path, nodes=2, gpus=1, master_port=_port())
+    run = KernelTestRun(c)
+    run.start()
+    bad = run.group.procs[1]
+    bad.stop(0.1)
+    import time
+
+    while run.step():
+        time.sleep(0.1)
+    report = run.finish()
+    assert run.failed_early
+    assert report.stopped and any("node0" in s for s in report.stopped)
+    assert report.status is Status.FAIL
+
+
+@needs_torch
+def test_epdoctor_run_kernel_test_cli(tmp_path, capsys):
+    rc = main(
+        [
+            "run",
+            "kernel-test",
+            "--builtin",
+            "--gpus",
+            "2",
+            "--backend",
+            "gloo",
+            "--python",
+            TORCH_PY,
+            "--tokens",
+            "16",
+            "--test-arg=--hidden=16",
+            "--test-arg=--iters=1",
+            "--yes",
+            "--no-preflight",
+            "--json",
+            "--run-dir",
+            str(tmp_path),
+        ]
+    )
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and doc["status"] == "pass"
+    assert [r["numerics"] for r in doc["ranks"]] == ["pass", "pass"]
+    assert sorted(os.listdir(tmp_path / "torchrun" / "node0"))  # per-rank torchrun logs kept
+
+
+def _port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
