@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -140,3 +141,80 @@ def test_fuzzed_bytes_exit_2_or_plan_without_traceback(tmp_path_factory, raw, ca
     assert "Traceback" not in err
     if rc == 2:
         assert err.startswith("epdoctor: error:")
+
+
+class _Hub:
+    """A local HTTP server in the Hub's URL shape: /ORG/NAME/resolve/main/config.json."""
+
+    def __init__(self, files: dict[str, bytes]):
+        import http.server
+        import threading
+
+        seen: list[dict[str, str]] = []
+        self.seen = seen
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                seen.append({"path": self.path, "auth": self.headers.get("Authorization", "")})
+                body = files.get(self.path)
+                self.send_response(200 if body is not None else 404)
+                self.end_headers()
+                self.wfile.write(body or b"")
+
+            def log_message(self, *a):
+                pass
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.srv.server_port}"
+
+    def close(self):
+        self.srv.shutdown()
+
+
+@pytest.fixture
+def empty_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+
+
+def test_hub_lookup_only_when_asked(empty_cache, monkeypatch):
+    cfg = (FIX / "hf-cache/models--Qwen--Qwen1.5-MoE-A2.7B/snapshots").glob("*/config.json")
+    hub = _Hub({"/Qwen/Qwen1.5-MoE-A2.7B/resolve/main/config.json": next(cfg).read_bytes()})
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        monkeypatch.setenv("HF_TOKEN", "hf_secret_for_test")
+        quiet = make_plan(PlanInput(model="Qwen/Qwen1.5-MoE-A2.7B"))
+        assert quiet.experts.count is None and hub.seen == []  # no --hub: no request
+        asked = make_plan(PlanInput(model="Qwen/Qwen1.5-MoE-A2.7B", hub=True))
+        assert asked.experts.count == 60 and asked.experts.source.startswith(hub.url)
+        assert hub.seen[-1]["auth"] == "Bearer hf_secret_for_test"
+        assert asked.verdict is Verdict.NOT_SUPPORTED  # 60 % 16
+        missing = make_plan(PlanInput(model="Qwen/Nope", hub=True))
+        assert missing.experts.count is None and "HTTP 404" in missing.experts.source
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        n = len(hub.seen)
+        offline = make_plan(PlanInput(model="Qwen/Qwen1.5-MoE-A2.7B", hub=True))
+        assert "HF_HUB_OFFLINE" in offline.experts.source and len(hub.seen) == n
+    finally:
+        hub.close()
+
+
+def test_hub_unreachable_is_unknown_not_an_error(empty_cache, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # discard port: refused
+    p = make_plan(PlanInput(model="Qwen/Qwen3-30B-A3B-FP8", hub=True))
+    assert [r.level for r in p.reasons if r.code == "D507"] == [Level.UNKNOWN]
+    assert "unreachable" in p.experts.source
+
+
+def test_hub_malformed_config_exits_2(empty_cache, monkeypatch, capsys):
+    hub = _Hub({"/a/b/resolve/main/config.json": b"{not json"})
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        assert main(["plan", "--no-input", "--model", "a/b", "--hub"]) == 2
+        assert "not valid JSON" in capsys.readouterr().err
+    finally:
+        hub.close()

@@ -71,6 +71,11 @@ def register(p: argparse.ArgumentParser) -> None:
     v.add_argument("--image", metavar="REF", help="container image with an immutable tag")
     v.add_argument("--name", metavar="NAME", help="StatefulSet / Service name")
     v.add_argument("--hf-cache", metavar="DIR", help="Hugging Face cache to read config.json from")
+    v.add_argument(
+        "--hub",
+        action="store_true",
+        help="ask the Hugging Face Hub for config.json when it is not cached (5 s timeout)",
+    )
     o = p.add_argument_group("output")
     o.add_argument("--no-input", action="store_true", help="never prompt: flags and defaults only")
     o.add_argument("--json", action="store_true", help="print the plan as JSON")
@@ -91,6 +96,8 @@ def to_input(answers: dict[str, Any], args: argparse.Namespace) -> Any:
     fields: dict[str, Any] = dict(answers)
     if "hosts" in fields:
         fields["hosts"] = tuple(fields["hosts"])
+    if getattr(args, "hub", False):
+        fields["hub"] = True
     for k in ("nccl", "vllm_pin", "image", "name", "hf_cache"):
         if getattr(args, k, None) is not None:
             fields[k] = getattr(args, k)

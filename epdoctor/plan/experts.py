@@ -1,8 +1,9 @@
 """The EP-divisibility preflight: how many routed experts a model has.
 
 Read from config.json only: a local model directory, else the Hugging Face
-cache. There is no network lookup here (the plan runs offline); when neither
-has a config the count is unknown and the plan says so rather than pass.
+cache, else (only when asked, `--hub`) the Hub over HTTP with a short
+timeout. The plan never needs the network; when no config can be read the
+count is unknown and the plan says so rather than pass.
 """
 
 from __future__ import annotations
@@ -105,7 +106,45 @@ def cached_config(model: str, hf_cache: str | None = None) -> Path | None:
     return None
 
 
-def find_experts(model: str, num_experts: int | None, hf_cache: str | None = None) -> Experts:
+HUB_TIMEOUT_S = 5.0
+MAX_CONFIG_BYTES = 1_000_000
+
+
+def hub_config(model: str, timeout: float = HUB_TIMEOUT_S) -> tuple[Any, str]:
+    """(parsed config.json, url) from the Hub, or (None, why not). HF_ENDPOINT and
+    HF_TOKEN as huggingface_hub reads them; HF_HUB_OFFLINE=1 forbids the lookup."""
+    import urllib.error
+    import urllib.request
+
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    url = f"{endpoint}/{model}/resolve/main/config.json"
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return None, "HF_HUB_OFFLINE is set"
+    if not url.startswith(("https://", "http://")):
+        return None, f"HF_ENDPOINT {endpoint!r} is not an http(s) URL"
+    req = urllib.request.Request(url, headers={"User-Agent": "epdoctor-plan"})
+    token = os.environ.get("HF_TOKEN")
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            raw = resp.read(MAX_CONFIG_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        return None, f"{url} answered HTTP {exc.code}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return None, f"{url} unreachable ({reason})"
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise PlanInputError(f"{url} is larger than a config.json can be")
+    try:
+        return json.loads(raw.decode("utf-8")), url
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise PlanInputError(f"{url} is not valid JSON: {exc}") from exc
+
+
+def find_experts(
+    model: str, num_experts: int | None, hf_cache: str | None = None, hub: bool = False
+) -> Experts:
     if num_experts is not None:
         if num_experts < 1:
             raise PlanInputError(f"--num-experts must be positive, not {num_experts}")
@@ -115,17 +154,29 @@ def find_experts(model: str, num_experts: int | None, hf_cache: str | None = Non
     else:
         found = cached_config(model, hf_cache)
         if found is None:
-            return Experts(
-                count=None,
-                source=f"no config.json for {model} in the Hugging Face cache and no "
-                "network lookup here; pass --num-experts N",
-            )
+            if not hub:
+                return Experts(
+                    count=None,
+                    source=f"no config.json for {model} in the Hugging Face cache (the Hub "
+                    "is asked only with --hub); pass --num-experts N",
+                )
+            config, where = hub_config(model)
+            if config is None:
+                return Experts(
+                    count=None,
+                    source=f"no cached config.json for {model} and the Hub lookup failed: "
+                    f"{where}; pass --num-experts N",
+                )
+            return _experts_of(config, where)
         path = found
-    config = read_config(path)
+    return _experts_of(read_config(path), str(path))
+
+
+def _experts_of(config: Any, where: str) -> Experts:
     try:
         count, key = routed_experts(config)
     except ValueError as exc:
-        raise PlanInputError(f"{path}: {exc}") from exc
+        raise PlanInputError(f"{where}: {exc}") from exc
     if count is None:
-        return Experts(count=None, source=str(path), key=key, dense=True)
-    return Experts(count=count, source=str(path), key=key)
+        return Experts(count=None, source=where, key=key, dense=True)
+    return Experts(count=count, source=where, key=key)

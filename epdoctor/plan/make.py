@@ -131,7 +131,7 @@ def make_plan(inp: PlanInput) -> Plan:
     )
     world = inp.nodes * gpus
     serve_ep = gpus if engine.serve_ep == "node" else world
-    experts = find_experts(inp.model, inp.num_experts, inp.hf_cache)
+    experts = find_experts(inp.model, inp.num_experts, inp.hf_cache, inp.hub)
     ctx = rules.Ctx(
         inp=inp, engine=engine, transport=transport, instance=instance, gpus=gpus,
         world=world, serve_ep=serve_ep, mode=mode, nccl=nccl, vllm_pin=vllm_pin, experts=experts,

@@ -62,6 +62,7 @@ class PlanInput:
     image: str | None = None  # None: the engine's placeholder with an immutable tag
     name: str | None = None  # StatefulSet / script prefix
     hf_cache: str | None = None  # where to look for a cached config.json
+    hub: bool = False  # may ask the Hugging Face Hub for config.json
 
     def to_json(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
