@@ -17,7 +17,9 @@ The received tokens and the combined outputs are compared element-wise with a
 CPU oracle (exact: see ep_routing.py). `--baseline` also times plain
 all_to_all_single calls moving the same bytes with the same splits, so the
 overhead ratio of the EP exchange over the bare collective is measured in the
-same run. Each rank prints one line, `EPDOCTOR_KERNEL_TEST {json}`, and the
+same run. Timed: dispatch (counts, layout, tokens and their expert ids/weights)
+and combine (partials back); the experts' scaling and the final sum of partials
+are compute, timed apart (reduce_us) and not in the ratio. Each rank prints one line, `EPDOCTOR_KERNEL_TEST {json}`, and the
 process exits non-zero when any rank's numerics fail. NCCL's own INFO log is
 what tells which network carried the bytes: with `--nccl-log-dir DIR` (or
 EPDOCTOR_NCCL_LOG_DIR) each rank writes it to DIR/nccl-rank<R>.log.
@@ -156,10 +158,13 @@ class Exchange:
         return (recv_x.float() * factor[:, None]).to(self.dtype)
 
     def combine(self, partial, tok, in_splits, out_splits):
-        torch = self.torch
-        back = torch.empty(len(tok), self.H, dtype=self.dtype, device=self.dev)
+        """Partials back to their source ranks (the exchange; reduce() sums them)."""
+        back = self.torch.empty(len(tok), self.H, dtype=self.dtype, device=self.dev)
         self.dist.all_to_all_single(back, partial, in_splits, out_splits)
-        out = torch.zeros(self.T, self.H, dtype=torch.float32, device=self.dev)
+        return back
+
+    def reduce(self, back, tok):
+        out = self.torch.zeros(self.T, self.H, dtype=self.torch.float32, device=self.dev)
         out.index_add_(0, tok, back.float())
         return out
 
@@ -234,7 +239,7 @@ def run_size(torch, dist, args, rank, world, num_tokens, num_experts, dev, dtype
     recv_x, recv_meta, tok, ins, outs = ex.dispatch()
     if args.fault == "dispatch" and rank == args.fault_rank and recv_x.numel():
         recv_x.view(-1)[0] += 1
-    combined = ex.combine(ex.experts(recv_x, recv_meta), tok, ins, outs)
+    combined = ex.reduce(ex.combine(ex.experts(recv_x, recv_meta), tok, ins, outs), tok)
     if args.fault == "combine" and rank == args.fault_rank:
         combined.view(-1)[-1] -= 1
     if not args.skip_check:
@@ -243,8 +248,8 @@ def run_size(torch, dist, args, rank, world, num_tokens, num_experts, dev, dtype
         res["combine_check"] = compare(torch, combined, want_comb)
     for _ in range(max(0, args.warmup - 1)):
         recv_x, recv_meta, tok, ins, outs = ex.dispatch()
-        ex.combine(ex.experts(recv_x, recv_meta), tok, ins, outs)
-    t_disp = t_comb = 0.0
+        ex.reduce(ex.combine(ex.experts(recv_x, recv_meta), tok, ins, outs), tok)
+    t_disp = t_comb = t_red = 0.0
     for _ in range(args.iters):
         dist.barrier()
         _sync(torch, dev)
@@ -255,9 +260,12 @@ def run_size(torch, dist, args, rank, world, num_tokens, num_experts, dev, dtype
         partial = ex.experts(recv_x, recv_meta)
         _sync(torch, dev)
         t2 = time.perf_counter()
-        ex.combine(partial, tok, ins, outs)
+        back = ex.combine(partial, tok, ins, outs)
         _sync(torch, dev)
         t3 = time.perf_counter()
+        ex.reduce(back, tok)
+        _sync(torch, dev)
+        t_red += time.perf_counter() - t3
         t_disp += t1 - t0
         t_comb += t3 - t2
     iters = max(1, args.iters)
@@ -271,6 +279,7 @@ def run_size(torch, dist, args, rank, world, num_tokens, num_experts, dev, dtype
         dispatch_bytes=disp_bytes,
         dispatch_us=t_disp / iters * 1e6,
         combine_us=t_comb / iters * 1e6,
+        reduce_us=t_red / iters * 1e6,  # summing partials on the source: compute, not exchange
         dispatch_gbps=disp_bytes / (t_disp / iters) / 1e9 if t_disp else None,
         combine_gbps=disp_bytes / (t_comb / iters) / 1e9 if t_comb else None,
     )
