@@ -67,9 +67,13 @@ def test_bad_input_exits_2(capsys):
     assert main(["plan", "--no-input", "--instance", "p9.48xlarge"]) == 2
     err = capsys.readouterr().err
     assert "unknown instance type" in err and "p5en.48xlarge" in err
-    assert (
-        main(["plan", "--no-input", "--nodes", "2", "--num-experts", "60", "--hf-cache", HF]) == 1
-    )
+    # EP not dividing is bad input too: the plan is printed, the error explains, exit 2.
+    assert main(["plan", "--no-input", "--nodes", "2", "--num-experts", "60"]) == 2
+    io = capsys.readouterr()
+    assert io.out.startswith("Verdict: NOT SUPPORTED")
+    assert "epdoctor: error: 60 routed experts do not divide over EP16" in io.err
+    assert main(["plan", "--no-input", "--model", "Qwen/Qwen3-8B", "--hf-cache", HF]) == 2
+    assert "not a routed MoE" in capsys.readouterr().err
 
 
 def test_no_prompt_without_a_terminal():

@@ -140,6 +140,12 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(render_text(plan))
         if written:
             print(f"\nWrote {len(written)} files to {args.output}: {', '.join(written)}")
+    # Experts that do not divide over EP (or a dense model) are bad input, not a
+    # finding about a stack: say so on stderr and exit 2, after the plan itself.
+    bad_ep = [r for r in plan.reasons if r.code == "D506" and r.level.value == "blocker"]
+    if bad_ep:
+        print(f"epdoctor: error: {bad_ep[0].message}", file=sys.stderr)
+        return exitcodes.ERROR
     return exitcodes.OK if plan.supported else exitcodes.FINDINGS
 
 
