@@ -163,7 +163,9 @@ def test_vllm_below_gin_floor():
         ({"image": "repo/img"}, "immutable tag"),
         ({"nccl": "banana"}, "NCCL version"),
         ({"num_experts": 0}, "positive"),
-        ({"hosts": ("a", "b", "c")}, "3 hosts"),
+        ({"hosts": ("a", "b", "c"), "target": "bare"}, "3 hosts"),
+        ({"hosts": ("a", "b")}, "--target bare"),
+        ({"hosts": ("a;rm -rf /", "b"), "target": "bare"}, "not a hostname"),
         (
             {"vllm_pin": "14617c2b", "engine": "sglang", "transport": "nvshmem"},
             "does not run on vLLM",

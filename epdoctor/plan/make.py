@@ -104,6 +104,8 @@ def make_plan(inp: PlanInput) -> Plan:
     for host in inp.hosts:
         if not HOST.match(host):
             raise PlanInputError(f"host {host!r} is not a hostname or address")
+    if inp.hosts and target != "bare":
+        raise PlanInputError("--host names bare nodes; use it with --target bare")
     if inp.hosts and len(inp.hosts) != inp.nodes:
         raise PlanInputError(f"{len(inp.hosts)} hosts given for --nodes {inp.nodes}")
     validate_model(inp.model)
