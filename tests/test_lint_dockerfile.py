@@ -18,6 +18,8 @@ def codes(folder: Path, files: dict[str, str]) -> list[tuple[str, int]]:
         p = folder / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
+        if text.startswith("#!"):
+            p.chmod(0o755)  # launchers are committed executable (S407)
     return [(f.code, f.line) for f in lint_paths([folder]).active]
 
 

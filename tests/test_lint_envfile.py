@@ -25,6 +25,8 @@ def lint(folder: Path, files: dict[str, str]) -> set[tuple[str, int, str]]:
         p = folder / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
+        if text.startswith("#!"):
+            p.chmod(0o755)  # launchers are committed executable (S407)
     return {(f.path, f.line, f.code) for f in lint_paths([folder]).active}
 
 

@@ -126,8 +126,54 @@ def test_s404_marker_printed_by_a_called_script_counts(tmp_path):
     (tmp_path / "gate.sh").write_text(
         "#!/bin/bash\nbash run.sh tests/elastic/test_ep.py > log\ngrep -q PASS log\n"
     )
+    (tmp_path / "gate.sh").chmod(0o755)
     found = [(f.path, f.code) for f in lint_paths([tmp_path]).active]
     assert ("gate.sh", "S404") in found
     (tmp_path / "run.sh").write_text("#!/bin/bash\npython3 tests/elastic/test_ep.py\necho PASS\n")
     found = [(f.path, f.code) for f in lint_paths([tmp_path]).active]
     assert ("gate.sh", "S404") not in found
+
+
+def test_s407_shebang_without_execute_bit(tmp_path):
+    script = tmp_path / "serve.sh"
+    script.write_text("#!/bin/bash\nexec vllm serve M\n")
+    script.chmod(0o644)
+    assert [(f.path, f.code) for f in lint_paths([tmp_path]).active] == [("serve.sh", "S407")]
+    script.chmod(0o755)
+    assert lint_paths([tmp_path]).active == []
+    lib = tmp_path / "lib.sh"  # sourced, no shebang: needs no execute bit
+    lib.write_text("export NCCL_SOCKET_IFNAME=eth0\n")
+    assert lint_paths([tmp_path]).active == []
+
+
+B41X = {
+    "B412": (
+        "#!/bin/bash\ncd aws-ofi-nccl && ./configure --with-libfabric=/opt/amazon/efa --with-nccl-headers=/x\n",
+        "#!/bin/bash\ncd aws-ofi-nccl && ./configure --with-libfabric=/opt/amazon/efa --with-cuda=/usr/local/cuda\n",
+    ),
+    "B413": (
+        "#!/bin/bash\ncd DeepEP && patch -p1 < ../fix.patch\n",
+        "#!/bin/bash\ncd DeepEP && git apply --check ../fix.patch && git apply ../fix.patch\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("code", sorted(B41X))
+def test_build_step_rules(code):
+    from epdoctor.lint.shell import build_step_findings
+
+    assert [h.code for h in build_step_findings(B41X[code][0])] == [code]
+    assert build_step_findings(B41X[code][1]) == []
+
+
+def test_b412_only_for_aws_ofi_nccl_configure():
+    from epdoctor.lint.shell import build_step_findings
+
+    assert build_step_findings("cd nccl-tests && ./configure --with-nccl=/opt/nccl\n") == []
+
+
+def test_b413_git_apply_without_check_and_strict_patch():
+    from epdoctor.lint.shell import build_step_findings
+
+    assert [h.code for h in build_step_findings("git apply x.patch\n")] == ["B413"]
+    assert build_step_findings("patch --dry-run -p1 < x.patch && patch -F0 -p1 < x.patch\n") == []

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from epdoctor.lint.base import LintContext, LintFinding, RecipeFile, finding, linter
-from epdoctor.lint.shell import ShellState, shell_text_findings
+from epdoctor.lint.shell import ShellState, build_step_findings, shell_text_findings
 
 _NCCL_PIN_RE = re.compile(r"nvidia-nccl-cu1\d\s*==")
 _PIP_INSTALL_RE = re.compile(r"\b(pip3?|uv\s+pip|python3?(\.\d+)?\s+-m\s+pip)\s+install\b")
@@ -254,7 +254,10 @@ def _shell_rules(file: RecipeFile, instrs: list[Instruction]) -> Iterable[LintFi
         while body.startswith("--"):  # RUN --mount=... flags
             body = body.split(None, 1)[1] if " " in body else ""
         state = ShellState(errexit=errexit, pipefail=pipefail)
-        for h in shell_text_findings(body, ins.line, state):
+        hits = shell_text_findings(body, ins.line, state)
+        if ins.keyword == "RUN":
+            hits += build_step_findings(body, ins.line, file.text)
+        for h in hits:
             yield finding(file, ins.line, h.code, h.message)
 
 

@@ -583,6 +583,58 @@ def _all2all_findings(text: str) -> list[Hit]:
     return hits
 
 
+OFI_CONFIGURE_UNKNOWN = ("--with-nccl-headers", "--with-nccl")
+
+
+def build_step_findings(text: str, first_line: int = 1, context: str | None = None) -> list[Hit]:
+    """Rules that need the surrounding file: configure options (B412) and patches (B413).
+
+    `context` is the whole file when `text` is one RUN of a Dockerfile.
+    """
+    context = text if context is None else context
+    ofi = re.search(r"aws-ofi-nccl|ofi-nccl", context, re.I) is not None
+    checked = re.search(r"git\s+apply\b[^\n]*--check", context) is not None
+    hits: list[Hit] = []
+    for p in pipelines(text, first_line):
+        for c in p.commands:
+            args = c.args()
+            if ofi and c.name == "configure":
+                bad = [a for a in args if a.split("=", 1)[0] in OFI_CONFIGURE_UNKNOWN]
+                if bad:
+                    hits.append(
+                        Hit(
+                            c.line,
+                            "B412",
+                            f"aws-ofi-nccl's configure defines no {bad[0].split('=')[0]}; autoconf "
+                            "ignores it with only a warning",
+                        )
+                    )
+            if c.name == "patch" and not _strict_patch(args):
+                hits.append(
+                    Hit(
+                        c.line,
+                        "B413",
+                        "`patch` applies hunks with fuzz and offsets and still succeeds; a patch "
+                        "that no longer fits rots silently (upstream it, or --fuzz=0 after --dry-run)",
+                    )
+                )
+            if c.name == "git" and "apply" in args and "--check" not in args and not checked:
+                hits.append(
+                    Hit(
+                        c.line,
+                        "B413",
+                        "`git apply` with no `git apply --check` gate: an empty or stale patch "
+                        "is not caught before the build continues",
+                    )
+                )
+    return hits
+
+
+def _strict_patch(args: list[str]) -> bool:
+    joined = " ".join(args)
+    return "--dry-run" in args or bool(re.search(r"(^| )(-F ?0|--fuzz[= ]0)( |$)", joined))
+
+
 def exports(text: str) -> dict[str, tuple[str, int]]:
     """Variables a script exports to the processes it starts: name -> (value, line)."""
     out: dict[str, tuple[str, int]] = {}
@@ -602,5 +654,21 @@ def exports(text: str) -> dict[str, tuple[str, int]]:
 @linter("shell", is_shell_script)
 def lint_shell(file: RecipeFile, ctx: LintContext) -> Iterable[LintFinding]:
     hits = script_findings(file.text) + _marker_findings(file, ctx) + _all2all_findings(file.text)
+    hits += build_step_findings(file.text)
     for h in hits:
         yield finding(file, h.line, h.code, h.message)
+    if file.text.startswith("#!") and not _executable(file.path):
+        yield finding(
+            file,
+            1,
+            "S407",
+            "has a shebang but no execute bit: started by path it fails with Permission denied "
+            "(COPY keeps the mode)",
+        )
+
+
+def _executable(path: Path) -> bool:
+    try:
+        return bool(path.stat().st_mode & 0o111)
+    except OSError:
+        return True  # cannot tell: no finding
