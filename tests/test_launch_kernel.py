@@ -7,13 +7,11 @@ otherwise.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import subprocess
-import sys
 
-import pytest
+from launch_helpers import TORCH_PY, needs_torch
+from launch_helpers import free_port as _port
 
 from epdoctor.cli import main
 from epdoctor.launch.gates import NetworkExpectation
@@ -21,22 +19,6 @@ from epdoctor.launch.kernel_test import KernelTestConfig, KernelTestRun, build_s
 from epdoctor.launch.launcher import LocalNode
 from epdoctor.model import Status
 
-
-def _torch_python() -> str | None:
-    if importlib.util.find_spec("torch") is not None:
-        return sys.executable
-    env = os.environ.get("EPDOCTOR_TORCH_PYTHON")
-    if env and subprocess.run([env, "-c", "import torch"], capture_output=True).returncode == 0:
-        return env
-    return None
-
-
-TORCH_PY = _torch_python()
-needs_torch = pytest.mark.skipif(
-    TORCH_PY is None,
-    reason="PyTorch not installed here and EPDOCTOR_TORCH_PYTHON not set "
-    "(pip install torch==2.13.0 into a venv and point EPDOCTOR_TORCH_PYTHON at its python)",
-)
 SMALL = ("--hidden", "32", "--iters", "2", "--warmup", "1")
 
 
@@ -175,11 +157,3 @@ def test_epdoctor_run_kernel_test_cli(tmp_path, capsys):
     assert rc == 0 and doc["status"] == "pass"
     assert [r["numerics"] for r in doc["ranks"]] == ["pass", "pass"]
     assert sorted(os.listdir(tmp_path / "torchrun" / "node0"))  # per-rank torchrun logs kept
-
-
-def _port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
