@@ -195,3 +195,38 @@ def simulate(
                 for h in range(hidden):
                     combined[s][t][h] += round_to_dtype(x[h] * f, dtype)
     return combined
+
+
+# Tagged rows: for layouts that do not keep token order (rank-major receive
+# buffers with padding, as TensorRT-LLM's NcclEP returns), each row carries its
+# own identity in its first three elements, all exact in bfloat16:
+#   [0] source rank, [1] token // 128, [2] token % 128 (each minus 64, over 64).
+TAG_WIDTH = 3
+
+
+def tagged_value(src: int, token: int, h: int) -> float:
+    if h == 0:
+        return (src - 64) / 64.0
+    if h == 1:
+        return (token // 128 - 64) / 64.0
+    if h == 2:
+        return (token % 128 - 64) / 64.0
+    return token_value(src, token, h)
+
+
+def decode_tag(row: Sequence[float]) -> tuple[int, int] | None:
+    """(source rank, token) of a tagged row, or None when the tag is not well formed."""
+    if len(row) < TAG_WIDTH:
+        return None
+    vals = [row[i] * 64.0 + 64.0 for i in range(TAG_WIDTH)]
+    if any(v != int(v) or not 0 <= v < 128 for v in vals[1:]) or vals[0] != int(vals[0]):
+        return None
+    src, hi, lo = (int(v) for v in vals)
+    if src < 0:
+        return None
+    return src, hi * 128 + lo
+
+
+def check_tag_capacity(world: int, num_tokens: int) -> None:
+    if world > 191 or num_tokens > 128 * 128:
+        raise ValueError("tagged rows hold at most 191 ranks and 16384 tokens per rank")

@@ -83,3 +83,14 @@ def test_shape_errors_are_explained():
         R.check_shape(3, 8, 2)
     with pytest.raises(ValueError, match="--num-topk"):
         R.check_shape(2, 8, 9)
+
+
+def test_tagged_rows_round_trip_and_are_exact_in_bf16():
+    for src, t in [(0, 0), (7, 127), (15, 128), (63, 16383), (190, 5000)]:
+        row = [R.tagged_value(src, t, h) for h in range(6)]
+        assert all(R.round_to_dtype(v, "bfloat16") == v for v in row)
+        assert R.decode_tag(row) == (src, t)
+    assert R.decode_tag([0.013, 0.0, 0.0]) is None
+    assert R.decode_tag([0.0, 0.0]) is None
+    with pytest.raises(ValueError):
+        R.check_tag_capacity(8, 20000)

@@ -130,6 +130,9 @@ def numerics_gate(results: Mapping[int, Mapping[str, Any]]) -> Gate:
         if d.get("numerics") not in ("pass", "fail", "skipped"):
             bad.append(r)
             ev.append(f"rank {r}: no numerics verdict")
+        elif d.get("numerics") == "fail" and r not in bad:
+            bad.append(r)
+            ev.append(f"rank {r}: numerics fail" + (f" ({d['error']})" if d.get("error") else ""))
     if not results:
         return Gate("numerics", Status.UNKNOWN, "no rank reported numerics", code="D701")
     if bad:
