@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -167,7 +168,8 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     log(
-        f"fake engine (stands in for {args.shape}) starting, all2all backend {args.all2all_backend}"
+        f"fake engine (stands in for {args.shape}) starting, pid {os.getpid()}, "
+        f"all2all backend {args.all2all_backend}"
     )
     state = State(args)
     if args.crash_after:
@@ -175,8 +177,6 @@ def main(argv: list[str] | None = None) -> int:
         def crash() -> None:
             time.sleep(args.crash_after)
             print("RuntimeError: fake engine crashed during init", flush=True)
-            import os
-
             os._exit(1)
 
         threading.Thread(target=crash, daemon=True).start()

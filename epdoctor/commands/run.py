@@ -553,11 +553,14 @@ class _AnalyzerWatch:
         return [f for f in (got or []) if hasattr(f, "status") and hasattr(f, "code")]
 
 
-def start_serving(args: argparse.Namespace, out: Out, cfg: Any, board: Any) -> tuple[Any, Any]:
-    """Start and wait for readiness; returns (serve run, gate). Raises KeyboardInterrupt."""
+def make_serve_run(args: argparse.Namespace, out: Out, cfg: Any, board: Any) -> Any:
     from epdoctor.launch.serve import ServeRun
 
-    srun = ServeRun(cfg, on_line=line_sink(args, out, board), watch_factory=log_watch_factory())
+    return ServeRun(cfg, on_line=line_sink(args, out, board), watch_factory=log_watch_factory())
+
+
+def start_serving(args: argparse.Namespace, out: Out, srun: Any, board: Any) -> Any:
+    """Start and wait for readiness; returns the gate. Ctrl-C propagates (caller stops srun)."""
     srun.start()
     why: list[str] = []
 
@@ -567,7 +570,8 @@ def start_serving(args: argparse.Namespace, out: Out, cfg: Any, board: Any) -> t
         board.set_status(
             "ready",
             "waiting",
-            f"{srun.waiter.elapsed:.0f}s of {cfg.budget_s:.0f}s: {p.detail if p else 'starting'}",
+            f"{srun.waiter.elapsed:.0f}s of "
+            f"{srun.cfg.budget_s:.0f}s: {p.detail if p else 'starting'}",
         )
         if r is None:
             return True
@@ -575,7 +579,7 @@ def start_serving(args: argparse.Namespace, out: Out, cfg: Any, board: Any) -> t
         return False
 
     live_loop(args, out, board, step, poll_s=0.3)
-    return srun, srun.gate(why[0] if why else "budget")
+    return srun.gate(why[0] if why else "budget")
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -595,9 +599,9 @@ def run_serve(args: argparse.Namespace) -> int:
     if code is not None:
         return code
     board = PaneBoard()
-    srun = None
+    srun = make_serve_run(args, out, cfg, board)
     try:
-        srun, gate = start_serving(args, out, cfg, board)
+        gate = start_serving(args, out, srun, board)
         print_gates(out, [gate])
         if gate.status is not Status.PASS:
             stopped_note(out, srun.stop())
@@ -616,8 +620,7 @@ def run_serve(args: argparse.Namespace) -> int:
         out.print("[red]the engine exited[/red]")
         return exitcodes.FINDINGS
     except KeyboardInterrupt:
-        if srun is not None:
-            stopped_note(out, srun.stop())
+        stopped_note(out, srun.stop())
         out.print("interrupted: everything epdoctor started is stopped")
         return exitcodes.INTERRUPTED
 
@@ -693,11 +696,14 @@ def run_bench(args: argparse.Namespace) -> int:
         return code
     results: list[bench.BenchResult] = []
     board = PaneBoard()
+    current: list[Any] = []  # the serve run in progress, for Ctrl-C
     try:
         for label, _cmd in arms:
             srun = None
             if label in cfgs:
-                srun, gate = start_serving(args, out, cfgs[label], board)
+                srun = make_serve_run(args, out, cfgs[label], board)
+                current[:] = [srun]
+                gate = start_serving(args, out, srun, board)
                 if gate.status is not Status.PASS:
                     stopped_note(out, srun.stop())
                     print_gates(out, [gate])
@@ -724,8 +730,18 @@ def run_bench(args: argparse.Namespace) -> int:
             finally:
                 if srun is not None:
                     stopped_note(out, srun.stop())
+                    current.clear()
     except KeyboardInterrupt:
-        out.print("interrupted: everything epdoctor started is stopped")
+        for srun in current:
+            stopped_note(out, srun.stop())
+        out.print(
+            "interrupted: "
+            + (
+                "everything epdoctor started is stopped"
+                if cfgs
+                else "nothing of epdoctor's was running"
+            )
+        )
         return exitcodes.INTERRUPTED
     doc = {"results": [r.to_json() for r in results], "baseline": args.ab}
     if args.output:
