@@ -59,12 +59,8 @@ def test_arrow_keys_pick_and_engine_without_modes_skips_the_mode_question():
     assert got["engine"] == "tensorrt-llm" and got["transport"] == "gin-proxy"
     assert got["instance"] == "p6-b200.48xlarge" and got["nodes"] == 4
     assert "mode" not in got and "num_experts" not in got
-    assert got["target"] == "bare" and got["hosts"] == [
-        "10.0.0.1",
-        "10.0.0.2",
-        "10.0.0.3",
-        "10.0.0.4",
-    ]
+    assert got["target"] == "bare"
+    assert got["hosts"] == ("10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4")
 
 
 def test_flags_answer_their_questions():
@@ -84,6 +80,30 @@ def test_validation_refuses_bad_answers_and_keeps_asking():
     keys += ENTER * 4
     got = drive(keys)
     assert got["nodes"] == 3 and got["model"] == "Qwen/Qwen3-8B"
+
+
+def test_questions_are_shared_data():
+    """The sequence a front end walks: dependent questions follow earlier answers."""
+    from epdoctor.plan import questions as Q
+
+    a: dict = {}
+    seen = []
+    while (q := Q.next_question(a)) is not None:
+        seen.append(q.key)
+        a[q.key] = {"engine": "tensorrt-llm", "instance": "p6-b200.48xlarge", "target": "bare"}.get(
+            q.key, Q.parse(q, q.default)
+        )
+    assert seen == [
+        "engine", "transport", "instance", "nodes", "gpus_per_node", "model", "num_experts",
+        "target", "hosts",
+    ]  # fmt: skip
+    gpus = next(q for q in Q.all_questions({"instance": "p5en"}) if q.key == "gpus_per_node")
+    assert (gpus.default, Q.check(gpus, "9")) == ("8", "a whole number from 1 to 8")
+    transport = Q.all_questions({"engine": "sglang"})[1]
+    assert transport.default == "nvshmem" and "not for this engine" in transport.choices[1][1]
+    model = next(q for q in Q.all_questions({}) if q.key == "model")
+    assert "neither a Hugging Face id" in Q.check(model, "not a model")
+    assert Q.check(model, "Qwen/Qwen3-8B") is None
 
 
 def test_ctrl_c_cancels():

@@ -92,10 +92,9 @@ def given(args: argparse.Namespace) -> dict[str, Any]:
 
 def to_input(answers: dict[str, Any], args: argparse.Namespace) -> Any:
     from epdoctor.plan import PlanInput
+    from epdoctor.plan.questions import answered
 
-    fields: dict[str, Any] = dict(answers)
-    if "hosts" in fields:
-        fields["hosts"] = tuple(fields["hosts"])
+    fields: dict[str, Any] = answered(answers)
     if getattr(args, "hub", False):
         fields["hub"] = True
     for k in ("nccl", "vllm_pin", "image", "name", "hf_cache"):
@@ -152,130 +151,30 @@ def run(args: argparse.Namespace) -> int:
 def ask(answers: dict[str, Any], **io: Any) -> dict[str, Any] | None:
     """Ask, with questionary, every question no flag answered; None when cancelled.
 
-    `io` goes to prompt_toolkit (input=, output=): tests drive it through a pipe.
+    The questions, their order, defaults and checks are epdoctor.plan.questions
+    (shared with the Textual wizard); `io` goes to prompt_toolkit (input=,
+    output=), which is how the tests drive it through a pipe.
     """
     import questionary
 
-    from epdoctor.plan import PlanInput, PlanInputError, knowledge
-    from epdoctor.plan.experts import validate_model
+    from epdoctor.plan import questions as Q
 
-    out = dict(answers)
-    d = PlanInput()
-
-    def need(key: str) -> bool:
-        return key not in out
-
-    def pick(key: str, message: str, choices: list[Any], default: Any) -> bool:
-        value = questionary.select(message, choices=choices, default=default, **io).ask()
-        if value is None:
-            return False
-        out[key] = value
-        return True
-
-    def text(key: str, message: str, default: str, check: Any, convert: Any = str) -> bool:
-        value = questionary.text(message, default=default, validate=check, **io).ask()
-        if value is None:
-            return False
-        out[key] = convert(value.strip()) if value.strip() else None
-        if out[key] is None:
-            del out[key]
-        return True
-
-    def positive(limit: int) -> Any:
-        def check(v: str) -> bool | str:
-            if v.strip().isdigit() and 1 <= int(v) <= limit:
-                return True
-            return f"a whole number from 1 to {limit}"
-
-        return check
-
-    def model_ok(v: str) -> bool | str:
-        try:
-            validate_model(v.strip())
-        except PlanInputError as exc:
-            return str(exc)
-        return True
-
-    def experts_ok(v: str) -> bool | str:
-        return True if not v.strip() or (v.strip().isdigit() and int(v) > 0) else "blank or N > 0"
-
-    engines = knowledge.engines()
-    if need("engine") and not pick(
-        "engine",
-        "Engine",
-        [questionary.Choice(e.label, value=k) for k, e in engines.items()],
-        d.engine,
-    ):
-        return None
-    engine = engines[out["engine"]] if out["engine"] in engines else engines[d.engine]
-    transports = knowledge.transports()
-    if need("transport"):
-        # The engine's own transports first; the others stay pickable so the verdict explains.
-        order = [*engine.transports, *[t for t in transports if t not in engine.transports]]
-        choices = [
-            questionary.Choice(
-                transports[t].label + ("" if t in engine.transports else "  (not for this engine)"),
-                value=t,
-            )
-            for t in order
-        ]
-        if not pick("transport", "Transport", choices, engine.transports[0]):
-            return None
-    if need("instance"):
-        choices = [
-            questionary.Choice(f"{i.type}  ({i.gpus} x {i.gpu}, {i.efa} EFA)", value=i.type)
-            for i in knowledge.instances().values()
-        ]
-        if not pick("instance", "Instance type", choices, d.instance):
-            return None
-    inst = knowledge.resolve_instance(str(out["instance"])) or knowledge.resolve_instance(
-        d.instance
-    )
-    if need("nodes") and not text("nodes", "Nodes", str(d.nodes), positive(64), int):
-        return None
-    if need("gpus_per_node") and not text(
-        "gpus_per_node", "GPUs per node", str(inst.gpus), positive(inst.gpus), int
-    ):
-        return None
-    if need("model") and not text(
-        "model", "Model (Hugging Face id or local path)", d.model, model_ok
-    ):
-        return None
-    if need("num_experts") and not text(
-        "num_experts",
-        "Routed experts (blank: read config.json)",
-        "",
-        experts_ok,
-        int,
-    ):
-        return None
-    if need("mode") and engine.modes:
-        labels = {"eager": "eager (--enforce-eager)", "graphs": "CUDA graphs"}
-        choices = [questionary.Choice(labels[m], value=m) for m in engine.modes]
-        if not pick("mode", "Execution mode", choices, engine.default_mode):
-            return None
-    if need("target"):
-        choices = [
-            questionary.Choice("Kubernetes (StatefulSet manifests)", value="kubernetes"),
-            questionary.Choice("bare nodes (scripts)", value="bare"),
-        ]
-        if not pick("target", "Target", choices, d.target):
-            return None
-    ns_ok = lambda v: bool(v.strip()) or "required"  # noqa: E731
-    if (
-        out["target"] == "kubernetes"
-        and need("namespace")
-        and not text("namespace", "Namespace", d.namespace, ns_ok)
-    ):
-        return None
-    if out["target"] == "bare" and need("hosts"):
-        value = questionary.text(
-            "Node addresses, leader first (space-separated; blank: set LEADER_ADDR later)",
-            default="",
-            **io,
-        ).ask()
-        if value is None:
-            return None
-        if value.split():
-            out["hosts"] = value.split()
-    return out
+    out: dict[str, Any] = dict(answers)
+    while (q := Q.next_question(out)) is not None:
+        if q.kind == "select":
+            choices = [questionary.Choice(label, value=v) for v, label in q.choices]
+            value = questionary.select(q.prompt, choices=choices, default=q.default, **io).ask()
+            if value is None:
+                return None
+        else:
+            raw = questionary.text(
+                q.prompt,
+                default=q.default,
+                validate=lambda text, q=q: Q.check(q, text) or True,
+                **io,
+            ).ask()
+            if raw is None:
+                return None
+            value = Q.parse(q, raw)
+        out[q.key] = value
+    return Q.answered(out)

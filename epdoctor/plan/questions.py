@@ -1,0 +1,165 @@
+"""The plan's questions as data, for every front end (questionary prompts, the
+Textual wizard): which question comes next given the answers so far, its
+choices and default, and how an answer is checked and parsed. No terminal
+library here; each front end only draws the question it is handed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from epdoctor.plan import knowledge
+from epdoctor.plan.experts import validate_model
+from epdoctor.plan.make import ALIASES, MAX_NODES
+from epdoctor.plan.model import PlanInput, PlanInputError
+
+
+@dataclass(frozen=True)
+class Question:
+    key: str  # the PlanInput field it answers
+    prompt: str
+    kind: str  # "select", "int", "text", "optional-int", "hosts"
+    choices: tuple[tuple[str, str], ...] = ()  # (value, label) for "select"
+    default: str = ""
+    limit: int = 0  # upper bound for "int"
+
+
+_D = PlanInput()
+
+
+def _engine(answers: dict[str, Any]) -> knowledge.Engine:
+    key = str(answers.get("engine") or _D.engine)
+    return knowledge.engines().get(ALIASES.get(key, key), knowledge.engines()[_D.engine])
+
+
+def _instance(answers: dict[str, Any]) -> knowledge.Instance:
+    found = knowledge.resolve_instance(str(answers.get("instance") or _D.instance))
+    return found or knowledge.instances()[_D.instance]
+
+
+def all_questions(answers: dict[str, Any]) -> list[Question]:
+    """Every question that applies given `answers` (answered or not), in order."""
+    engine = _engine(answers)
+    inst = _instance(answers)
+    ts = knowledge.transports()
+    # The engine's own transports first; the rest stay pickable so the verdict explains.
+    order = [*engine.transports, *[t for t in ts if t not in engine.transports]]
+    qs = [
+        Question(
+            "engine",
+            "Engine",
+            "select",
+            tuple((k, e.label) for k, e in knowledge.engines().items()),
+            _D.engine,
+        ),
+        Question(
+            "transport",
+            "Transport",
+            "select",
+            tuple(
+                (t, ts[t].label + ("" if t in engine.transports else "  (not for this engine)"))
+                for t in order
+            ),
+            engine.transports[0],
+        ),
+        Question(
+            "instance",
+            "Instance type",
+            "select",
+            tuple(
+                (i.type, f"{i.type}  ({i.gpus} x {i.gpu}, {i.efa} EFA)")
+                for i in knowledge.instances().values()
+            ),
+            _D.instance,
+        ),
+        Question("nodes", "Nodes", "int", default=str(_D.nodes), limit=MAX_NODES),
+        Question("gpus_per_node", "GPUs per node", "int", default=str(inst.gpus), limit=inst.gpus),
+        Question("model", "Model (Hugging Face id or local path)", "text", default=_D.model),
+        Question("num_experts", "Routed experts (blank: read config.json)", "optional-int"),
+    ]
+    if engine.modes:
+        labels = {"eager": "eager (--enforce-eager)", "graphs": "CUDA graphs"}
+        qs.append(
+            Question(
+                "mode",
+                "Execution mode",
+                "select",
+                tuple((m, labels.get(m, m)) for m in engine.modes),
+                engine.default_mode,
+            )
+        )
+    qs.append(
+        Question(
+            "target",
+            "Target",
+            "select",
+            (
+                ("kubernetes", "Kubernetes (StatefulSet manifests)"),
+                ("bare", "bare nodes (scripts)"),
+            ),
+            _D.target,
+        )
+    )
+    if (answers.get("target") or _D.target) == "kubernetes":
+        qs.append(Question("namespace", "Namespace", "text", default=_D.namespace))
+    else:
+        qs.append(
+            Question(
+                "hosts",
+                "Node addresses, leader first (space-separated; blank: set LEADER_ADDR later)",
+                "hosts",
+            )
+        )
+    return qs
+
+
+def next_question(answers: dict[str, Any]) -> Question | None:
+    """The first question `answers` has no key for (a None value counts as answered)."""
+    for q in all_questions(answers):
+        if q.key not in answers:
+            return q
+    return None
+
+
+def check(q: Question, raw: str) -> str | None:
+    """Why `raw` is not an answer to `q`, or None when it is."""
+    try:
+        parse(q, raw)
+    except PlanInputError as exc:
+        return str(exc)
+    return None
+
+
+def parse(q: Question, raw: str) -> Any:
+    """The answer's value (None for a blank optional answer); PlanInputError when bad."""
+    v = raw.strip()
+    if q.kind == "select":
+        if v not in {c for c, _ in q.choices}:
+            raise PlanInputError(f"choose one of: {', '.join(c for c, _ in q.choices)}")
+        return v
+    if q.kind == "int":
+        if not v.isdigit() or not 1 <= int(v) <= q.limit:
+            raise PlanInputError(f"a whole number from 1 to {q.limit}")
+        return int(v)
+    if q.kind == "optional-int":
+        if not v:
+            return None
+        if not v.isdigit() or int(v) < 1:
+            raise PlanInputError("blank, or a whole number above 0")
+        return int(v)
+    if q.kind == "hosts":
+        return v.split() or None
+    if q.key == "model":
+        validate_model(v)
+    elif not v:
+        raise PlanInputError("required")
+    return v
+
+
+def answered(answers: dict[str, Any]) -> dict[str, Any]:
+    """The answers PlanInput takes (blank optional answers dropped)."""
+    out = {k: v for k, v in answers.items() if v is not None}
+    if "hosts" in out:
+        out["hosts"] = tuple(out["hosts"])
+    return out
