@@ -162,3 +162,11 @@ def test_findings_carry_catalogue_fix_text(name):
     g = network_gate(evidence(name).ranks(), 2, EFA16)
     f = g.finding("node0")
     assert f is not None and f.code in ("T701", "T702") and f.fix
+
+
+def test_a_rank_that_stopped_before_the_check_is_unknown_not_a_mismatch():
+    res = {0: {"rank": 0, "ok": False, "error": "CUDA is not available to PyTorch on this node"}}
+    g = numerics_gate(res)
+    assert g.status is Status.UNKNOWN and "stopped before the numerics check" in g.summary
+    assert "CUDA is not available" in g.evidence[0]
+    assert results_gate(res, 1).status is Status.FAIL
