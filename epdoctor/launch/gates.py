@@ -106,10 +106,14 @@ def results_gate(results: Mapping[int, Mapping[str, Any]], world: int) -> Gate:
 
 
 def numerics_gate(results: Mapping[int, Mapping[str, Any]]) -> Gate:
-    bad, skipped, ev = [], [], []
+    bad, skipped, not_run, ev = [], [], [], []
     for r, d in sorted(results.items()):
         if d.get("numerics") == "skipped":
             skipped.append(r)
+            continue
+        if d.get("error") and not d.get("sizes"):
+            not_run.append(r)
+            ev.append(f"rank {r} stopped before the check: {d['error']}")
             continue
         for size in d.get("sizes") or []:
             for which in ("dispatch_check", "combine_check"):
@@ -142,6 +146,14 @@ def numerics_gate(results: Mapping[int, Mapping[str, Any]]) -> Gate:
             f"dispatch/combine differ from the CPU oracle on ranks {_ranges(sorted(set(bad)))}",
             tuple(ev[:12]),
             "D701",
+        )
+    if not_run:
+        return Gate(
+            "numerics",
+            Status.UNKNOWN,
+            f"ranks {_ranges(not_run)} stopped before the numerics check",
+            tuple(ev[:12]),
+            "D702",
         )
     if skipped:
         return Gate(
