@@ -170,3 +170,21 @@ def test_a_rank_that_stopped_before_the_check_is_unknown_not_a_mismatch():
     assert g.status is Status.UNKNOWN and "stopped before the numerics check" in g.summary
     assert "CUDA is not available" in g.evidence[0]
     assert results_gate(res, 1).status is Status.FAIL
+
+
+def test_nccl_processes_map_to_ranks_by_file_then_by_short_host_and_pid():
+    from epdoctor.launch.kernel_test import _rank_nets
+
+    text = (FIX / "p5en_gin_proxy_rank.log").read_text()
+    ev = NcclEvidence()
+    for line in text.splitlines():
+        ev.feed_line(line, "rank3 nccl")  # its own NCCL_DEBUG_FILE
+    other = text.replace("deepep-efa-bench-0:70124:70124", "deepep-efa-bench-1:555:555")
+    for line in other.splitlines():
+        ev.feed_line(line, "node1")  # a shared stream: only host and pid tell
+    results = {
+        3: {"host": "deepep-efa-bench-0", "pid": 1},
+        9: {"host": "deepep-efa-bench-1.ec2.internal", "pid": 555},
+    }
+    nets = _rank_nets(ev.ranks(), results)
+    assert nets[3].pid == 70124 and nets[9].host == "deepep-efa-bench-1"

@@ -15,6 +15,7 @@ numerics, the EFA hw_counters before/after on every node (counters.py).
 
 from __future__ import annotations
 
+import re
 import shlex
 import time
 from collections.abc import Callable, Sequence
@@ -266,12 +267,7 @@ class KernelTestRun:
             results = parse_results(all_lines)
             report.gates.append(results_gate(results, cfg.world))
             report.gates.append(numerics_gate(results))
-            by_pid = {(d.get("host"), d.get("pid")): r for r, d in results.items()}
-            nets: dict[int, RankNet | None] = {}
-            for rn in ranks:
-                r = by_pid.get((rn.host, rn.pid))
-                if r is not None:
-                    nets[r] = rn
+            nets = _rank_nets(ranks, results)
             report.per_rank = rank_table(results, nets, cfg.world)
         if cfg.kind == "builtin" and cfg.backend == "gloo":
             report.gates.append(
@@ -288,6 +284,24 @@ class KernelTestRun:
         report.logs = {p.name: f"{p.node.name}:{p.spec.log_path}" for p in self.group.procs}
         report.logs["nccl"] = f"{cfg.run_dir}/nccl/"
         return report
+
+
+def _rank_nets(ranks: list[RankNet], results: dict[int, dict]) -> dict[int, RankNet | None]:
+    """Which NCCL process is which rank: its own per-rank file, else host and pid.
+
+    NCCL prints the host name cut at the first dot, Python's gethostname() may not.
+    """
+    by_pid = {(str(d.get("host") or "").split(".")[0], d.get("pid")): r for r, d in results.items()}
+    nets: dict[int, RankNet | None] = {}
+    for rn in ranks:
+        rank = next(
+            (int(m.group(1)) for s in rn.sources if (m := re.match(r"^rank(\d+) nccl$", s))), None
+        )
+        if rank is None:
+            rank = by_pid.get((rn.host.split(".")[0], rn.pid))
+        if rank is not None:
+            nets[rank] = rn
+    return nets
 
 
 def _nccl_source(fname: str) -> str | None:

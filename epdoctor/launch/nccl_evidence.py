@@ -48,6 +48,7 @@ class RankNet:
     socket_lines: list[str] = field(default_factory=list)
     warns: list[str] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)  # the raw lines behind the verdict
+    sources: set[str] = field(default_factory=set)  # streams/files the lines came from
 
     @property
     def key(self) -> str:
@@ -75,6 +76,8 @@ class NcclEvidence:
         if r is None:
             r = self._ranks[key] = RankNet(host=key[0], pid=key[1])
         r.devs.add(int(m.group("dev")))
+        if source:
+            r.sources.add(source)
         msg = m.group("msg").strip()
         if m.group("level") == "WARN":
             if len(r.warns) < self.MAX_EVIDENCE:
