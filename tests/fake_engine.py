@@ -14,6 +14,7 @@ their response shapes, including the broken cases the launch gates must catch.
 --crash-after S      print a fatal line and exit 1 after S seconds (a dying engine)
 --all2all-backend B  recorded and reported in /v1/models (the bench --ab arms)
 --latency S          seconds each completion takes
+--log-line TEXT      print TEXT to the log at start (repeatable)
 
 GET /stats returns what it saw: completions, distinct prompts, ignore_eos flags.
 Logs go to stdout like an engine's, one line per event.
@@ -44,6 +45,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--crash-after", type=float, default=0.0)
     p.add_argument("--all2all-backend", default="deepep_v2")
     p.add_argument("--latency", type=float, default=0.0)
+    p.add_argument(
+        "--log-line",
+        action="append",
+        default=[],
+        help="print this line to the log after start (an engine log message)",
+    )
     return p.parse_args(argv)
 
 
@@ -172,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         f"all2all backend {args.all2all_backend}"
     )
     state = State(args)
+    for line in args.log_line:
+        print(line, flush=True)
     if args.crash_after:
 
         def crash() -> None:

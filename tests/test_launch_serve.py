@@ -313,3 +313,54 @@ def test_refuses_without_yes_when_stdin_is_not_a_terminal(tmp_path, capsys, monk
         monkeypatch.setattr(sys, "stdin", devnull)
         rc = main(["run", "serve", "--cmd", "true", "--run-dir", str(tmp_path)])
     assert rc == 2 and "refusing to start without --yes" in capsys.readouterr().out
+
+
+class FatalWatch:
+    """Stand-in for the log analyzer in this test (the analyzer has its own tests): turns one
+    exact upstream message into a FAIL finding, to check that serve stops on it."""
+
+    def __init__(self) -> None:
+        self.buf = b""
+
+    def feed(self, data: bytes):
+        from epdoctor.model import Finding
+
+        self.buf += data
+        if b"NCCL GIN is unavailable" in self.buf:
+            self.buf = b""
+            return [Finding("D101", Status.FAIL, "NCCL GIN is unavailable", ("log line",))]
+        return []
+
+
+def test_serve_stops_early_on_a_fatal_log_finding(tmp_path):
+    from epdoctor.launch.launcher import LocalNode
+    from epdoctor.launch.serve import ServeConfig, ServeRun
+
+    port = free_port()
+    msg = "RuntimeError: NCCL GIN is unavailable. This is usually due to a network configuration"
+    cfg = ServeConfig(
+        nodes=[LocalNode("a")],
+        leader_cmd=_cmd(port, "--start-delay", "60", "--log-line", repr(msg)),
+        url=f"http://127.0.0.1:{port}",
+        run_dir=str(tmp_path),
+        budget_s=30,
+    )
+    seen = []
+    run = ServeRun(
+        cfg,
+        watch_factory=lambda source: FatalWatch(),
+        on_finding=lambda source, f: seen.append((source, f.code)),
+    )
+    run.start()
+    try:
+        why = None
+        deadline = time.monotonic() + 20
+        while why is None and time.monotonic() < deadline:
+            why = run.step()
+            time.sleep(0.1)
+        assert why == "fatal" and seen == [("leader", "D101")]
+        g = run.gate(why)
+        assert g.status is Status.FAIL and g.code == "D101"
+    finally:
+        stopped = run.stop()
+    assert stopped and "leader" in stopped[0]

@@ -299,6 +299,19 @@ def line_sink(args: argparse.Namespace, out: Out, board: Any) -> Callable[[str, 
     return sink
 
 
+def finding_sink(args: argparse.Namespace, out: Out, board: Any) -> Callable[[str, Any], None]:
+    """A trap the log analyzer found, the moment it shows up: a note on the board."""
+    plain = not out.json and (args.no_live or not out.console.is_terminal)
+
+    def sink(source: str, f: Any) -> None:
+        text = f"{f.status.value.upper()} {f.code} {f.title} ({source})"
+        board.note(text)
+        if plain:
+            out.print(text, markup=False)
+
+    return sink
+
+
 def print_gates(out: Out, gates: list[Any]) -> None:
     from rich.table import Table
 
@@ -411,7 +424,12 @@ def run_kernel_test(args: argparse.Namespace) -> int:
     if code is not None:
         return code
     board = PaneBoard()
-    krun = KernelTestRun(cfg, on_line=line_sink(args, out, board))
+    krun = KernelTestRun(
+        cfg,
+        on_line=line_sink(args, out, board),
+        watch_factory=log_watch_factory(),
+        on_finding=finding_sink(args, out, board),
+    )
     t0 = time.monotonic()
     try:
         krun.start()
@@ -556,7 +574,12 @@ class _AnalyzerWatch:
 def make_serve_run(args: argparse.Namespace, out: Out, cfg: Any, board: Any) -> Any:
     from epdoctor.launch.serve import ServeRun
 
-    return ServeRun(cfg, on_line=line_sink(args, out, board), watch_factory=log_watch_factory())
+    return ServeRun(
+        cfg,
+        on_line=line_sink(args, out, board),
+        watch_factory=log_watch_factory(),
+        on_finding=finding_sink(args, out, board),
+    )
 
 
 def start_serving(args: argparse.Namespace, out: Out, srun: Any, board: Any) -> Any:

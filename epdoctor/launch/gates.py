@@ -314,6 +314,7 @@ class KernelReport:
     counters: dict[str, Any] = field(default_factory=dict)
     stopped: list[str] = field(default_factory=list)
     logs: dict[str, str] = field(default_factory=dict)
+    findings_seen: list[dict[str, Any]] = field(default_factory=list)  # from the log analyzer
 
     @property
     def status(self) -> Status:
@@ -331,6 +332,7 @@ class KernelReport:
             "counters": self.counters,
             "stopped": self.stopped,
             "logs": self.logs,
+            "log_findings": self.findings_seen,
         }
 
 

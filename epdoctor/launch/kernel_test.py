@@ -21,9 +21,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import Any
 
 from epdoctor.launch import counters as hwc
 from epdoctor.launch.gates import (
+    RESULT_MARKER,
     Gate,
     KernelReport,
     NetworkExpectation,
@@ -37,7 +39,7 @@ from epdoctor.launch.gates import (
 from epdoctor.launch.launcher import Group, LocalNode, Node, ProcSpec
 from epdoctor.launch.nccl_evidence import NcclEvidence, RankNet
 from epdoctor.launch.streams import Chunk, Follower, LineSplitter, WatchedDir, rank_of_line
-from epdoctor.model import Status
+from epdoctor.model import Finding, Status
 
 KINDS = ("builtin", "deepep", "trtllm")
 PROBE_FILES = {
@@ -170,12 +172,22 @@ OnLine = Callable[[str, str], None]  # (pane, line)
 class KernelTestRun:
     """Start, follow, gate. Drive with start(); step() until done; finish()."""
 
-    def __init__(self, cfg: KernelTestConfig, on_line: OnLine | None = None) -> None:
+    def __init__(
+        self,
+        cfg: KernelTestConfig,
+        on_line: OnLine | None = None,
+        watch_factory: Callable[[str], Any] | None = None,
+        on_finding: Callable[[str, Finding], None] | None = None,
+    ) -> None:
         self.cfg = cfg
         self.on_line = on_line or (lambda pane, line: None)
         self.group = Group()
         self.evidence = NcclEvidence()
-        self.lines: dict[str, list[str]] = {}
+        self.result_lines: list[str] = []  # only the EPDOCTOR_KERNEL_TEST lines are kept
+        self._factory = watch_factory
+        self._watch: dict[str, Any] = {}
+        self.on_finding = on_finding or (lambda source, f: None)
+        self.findings: list[tuple[str, Finding]] = []
         self._split: dict[str, LineSplitter] = {}
         self._before: dict[str, dict] = {}
         self._t0 = 0.0
@@ -232,9 +244,17 @@ class KernelTestRun:
         sp = self._split.setdefault(chunk.source, LineSplitter())
         for line in sp.feed(chunk.data):
             self._line(chunk.source, line)
+        if self._factory:  # the log analyzer explains traps as they appear
+            watch = self._watch.get(chunk.source)
+            if watch is None:
+                watch = self._watch[chunk.source] = self._factory(chunk.source)
+            for f in watch.feed(chunk.data):
+                self.findings.append((chunk.source, f))
+                self.on_finding(chunk.source, f)
 
     def _line(self, source: str, line: str) -> None:
-        self.lines.setdefault(source, []).append(line)
+        if RESULT_MARKER in line:
+            self.result_lines.append(line)
         self.evidence.feed_line(line, source)
         pane = source
         if source.startswith("node") and " " not in source:
@@ -259,12 +279,9 @@ class KernelTestRun:
                 "D702",
             )
         report.gates.append(g_exit)
-        all_lines = [
-            ln for src, lines in self.lines.items() if not src.endswith("nccl") for ln in lines
-        ]
         ranks = self.evidence.ranks()
         if cfg.kind in ("builtin", "trtllm"):
-            results = parse_results(all_lines)
+            results = parse_results(self.result_lines)
             report.gates.append(results_gate(results, cfg.world))
             report.gates.append(numerics_gate(results))
             nets = _rank_nets(ranks, results)
@@ -281,6 +298,7 @@ class KernelTestRun:
             banner = tuple(e for r in ranks for e in r.evidence if "Selected provider" in e)
             report.gates.append(hwc.counters_gate(deltas, len(cfg.nodes) > 1, banner))
             report.counters = {d.node: d.to_json() for d in deltas}
+        report.findings_seen = [{"source": src, **f.to_json()} for src, f in self.findings]
         report.logs = {p.name: f"{p.node.name}:{p.spec.log_path}" for p in self.group.procs}
         report.logs["nccl"] = f"{cfg.run_dir}/nccl/"
         return report

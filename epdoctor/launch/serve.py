@@ -66,6 +66,7 @@ class ServeRun:
         cfg: ServeConfig,
         on_line: OnLine | None = None,
         watch_factory: Callable[[str], LogWatch] | None = None,
+        on_finding: Callable[[str, Finding], None] | None = None,
     ) -> None:
         self.cfg = cfg
         self.on_line = on_line or (lambda pane, line: None)
@@ -75,6 +76,7 @@ class ServeRun:
         self._split: dict[str, LineSplitter] = {}
         self._watch: dict[str, LogWatch] = {}
         self._factory = watch_factory
+        self.on_finding = on_finding or (lambda source, f: None)
         self.findings: list[Finding] = []
         self.fatal: Finding | None = None
         self.exited: dict[str, int] = {}
@@ -114,6 +116,7 @@ class ServeRun:
                 watch = self._watch.setdefault(chunk.source, self._factory(chunk.source))
                 for f in watch.feed(chunk.data):
                     self.findings.append(f)
+                    self.on_finding(chunk.source, f)
                     if f.status is Status.FAIL and self.fatal is None:
                         self.fatal = f
 
