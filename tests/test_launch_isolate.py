@@ -121,3 +121,44 @@ def test_to_json_shape(n):
     names = [f"h{i}" for i in range(n)]
     doc = iso.to_json([gr(p) for p in iso.pair_plan(names)], [])
     assert len(doc["runs"]) == (1 if n == 2 else n) and doc["outliers"] == []
+
+
+@needs_torch
+def test_epdoctor_run_kernel_test_isolate(tmp_path, capsys, monkeypatch):
+    import json
+
+    from epdoctor.cli import main
+    from epdoctor.commands import run as runcmd
+
+    # the node set a launch would get from --ssh; here three local "hosts", one broken
+    fleet = [LocalNode("h0"), LocalNode("h1"), BrokenNode("h2")]
+    monkeypatch.setattr(runcmd, "nodes_from_args", lambda args: fleet)
+    rc = main(
+        [
+            "run",
+            "kernel-test",
+            "--isolate",
+            "--gpus",
+            "1",
+            "--backend",
+            "gloo",
+            "--python",
+            TORCH_PY,
+            "--tokens",
+            "16",
+            "--test-arg=--hidden=16",
+            "--test-arg=--iters=1",
+            "--yes",
+            "--no-preflight",
+            "--json",
+            "--master-port",
+            str(_port()),
+            "--run-dir",
+            str(tmp_path),
+            "--no-expect-efa",
+        ]
+    )
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 1
+    assert [r["ok"] for r in doc["runs"]] == [True, False, False]
+    assert [(o["node"], o["code"]) for o in doc["outliers"]] == [("h2", "F701")]

@@ -88,6 +88,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     kt.add_argument("--timeout", type=float, default=900.0, help="seconds before it is stopped")
     kt.add_argument("--master-port", type=int, default=29511)
     kt.add_argument(
+        "--master-addr", help="rendezvous address of the first node (default: its address as given)"
+    )
+    kt.add_argument(
         "--isolate",
         action="store_true",
         help="run the built-in test on node pairs and half-splits; report outliers",
@@ -399,6 +402,7 @@ def kernel_config(args: argparse.Namespace, plan: dict[str, Any], nodes: list[An
         ),
         timeout_s=args.timeout,
         master_port=args.master_port,
+        master_addr=args.master_addr or _first_address(nodes),
     )
 
 
@@ -411,11 +415,7 @@ def run_kernel_test(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan)
     nodes = nodes_from_args(args)
     if args.isolate:
-        out.print(
-            "[red]--isolate needs several nodes (--ssh or Kubernetes pods); this launch "
-            "has only the local host[/red]"
-        )
-        return exitcodes.ERROR
+        return run_isolate(args, out, plan, nodes)
     cfg = kernel_config(args, plan, nodes)
     code = confirm(args, out, describe(cfg), f"the {cfg.kind} kernel test")
     if code is not None:
@@ -459,6 +459,72 @@ def run_kernel_test(args: argparse.Namespace) -> int:
             out.print(f"[dim]log {name}: {path}[/dim]")
         out.print(f"kernel test: {_verdict(report.status.value)}")
     return exit_for(report.status)
+
+
+def _first_address(nodes: list[Any]) -> str:
+    """The rendezvous address: the first node's, as the others reach it."""
+    return str(getattr(nodes[0], "address", None) or "127.0.0.1")
+
+
+def run_isolate(args: argparse.Namespace, out: Out, plan: dict[str, Any], nodes: list[Any]) -> int:
+    """The built-in test on node pairs (half-splits first on large fleets); outliers reported."""
+    from epdoctor import exitcodes
+    from epdoctor.launch import isolate as iso
+    from epdoctor.launch.kernel_test import KernelTestRun, describe, run_to_end
+
+    if len(nodes) < 2:
+        out.print(
+            "[red]--isolate needs several nodes (SSH hosts or Kubernetes pods); this launch "
+            "has one[/red]"
+        )
+        return exitcodes.ERROR
+    args.deepep, args.kind = None, "builtin"
+    by_name = {n.name: n for n in nodes}
+    pairs = iso.pair_plan(list(by_name))
+    sample = kernel_config(args, plan, [by_name[p] for p in pairs[0]])
+    lines = [
+        f"{len(pairs)} pair runs (half-splits first from {iso.HALVES_FROM} nodes), each:",
+        *describe(sample),
+    ]
+    code = confirm(args, out, lines, "isolation")
+    if code is not None:
+        return code
+    code = preflight(args, out, nodes, advisory=False)
+    if code is not None:
+        return code
+
+    def run_group(group: Any) -> Any:
+        members = [by_name[n] for n in group]
+        cfg = kernel_config(args, plan, members)
+        cfg.run_dir = f"{cfg.run_dir}/{'+'.join(group)}"
+        report = run_to_end(KernelTestRun(cfg))
+        return iso.from_report(report, list(group), cfg.gpus)
+
+    try:
+        results, outliers = iso.isolate(
+            list(by_name),
+            run_group,
+            on_result=lambda r: out.print(
+                f"{'+'.join(r.nodes)}: {'pass' if r.ok else r.summary}", markup=False
+            ),
+            expect_efa=args.expect_efa is not False and args.backend != "gloo",
+        )
+    except KeyboardInterrupt:
+        out.print("interrupted: the running pair was stopped")
+        return exitcodes.INTERRUPTED
+    if out.json:
+        print(json.dumps(iso.to_json(results, outliers), indent=2))
+    else:
+        for o in outliers:
+            out.print(f"[red]{o.code}[/red] {o.node}: {o.reason}")
+            for e in o.evidence[:4]:
+                out.print(f"    {e}", markup=False)
+        if not outliers:
+            out.print(
+                "no outlier node"
+                + ("" if all(r.ok for r in results) else " (failures are not pinned on one node)")
+            )
+    return exitcodes.FINDINGS if outliers or not all(r.ok for r in results) else exitcodes.OK
 
 
 def _print_ranks(out: Out, rows: list[dict[str, Any]]) -> None:

@@ -153,6 +153,7 @@ def isolate(
     nodes: Sequence[str],
     run_group: RunGroup,
     on_result: Callable[[GroupResult], None] | None = None,
+    expect_efa: bool = True,
 ) -> tuple[list[GroupResult], list[Outlier]]:
     """Half-splits first on large fleets (bisect towards failing halves), then pairs."""
     results: list[GroupResult] = []
@@ -173,7 +174,7 @@ def isolate(
         suspects = a if not ra.ok else b
     for pair in pair_plan(suspects if len(suspects) < len(nodes) else list(nodes)):
         run(pair)
-    return results, find_outliers(results)
+    return results, find_outliers(results, expect_efa=expect_efa)
 
 
 def to_json(results: Sequence[GroupResult], outliers: Sequence[Outlier]) -> dict[str, Any]:
