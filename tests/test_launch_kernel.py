@@ -157,3 +157,69 @@ def test_epdoctor_run_kernel_test_cli(tmp_path, capsys):
     assert rc == 0 and doc["status"] == "pass"
     assert [r["numerics"] for r in doc["ranks"]] == ["pass", "pass"]
     assert sorted(os.listdir(tmp_path / "torchrun" / "node0"))  # per-rank torchrun logs kept
+
+
+@needs_torch
+def test_a_finished_run_can_be_regated_from_its_directory(tmp_path, capsys):
+    from epdoctor.launch.kernel_test import regate
+
+    live = run_to_end(KernelTestRun(cfg(tmp_path)))
+    assert (tmp_path / "report.json").exists()
+    again = regate(str(tmp_path))
+    assert [(g.name, g.status) for g in again.gates] == [(g.name, g.status) for g in live.gates]
+    assert [r["numerics"] for r in again.per_rank] == ["pass", "pass"]
+    rc = main(["run", "kernel-test", "--regate", str(tmp_path), "--json"])
+    assert rc == 0 and json.loads(capsys.readouterr().out)["status"] == "pass"
+
+
+def test_regate_reads_the_nccl_files(tmp_path):
+    # a run directory as an NCCL run leaves it: results on the node stream, one NCCL file per
+    # rank (the NCCL lines are the real p5en excerpt, re-homed to this run's host and pid)
+    from pathlib import Path
+
+    from epdoctor.launch.kernel_test import regate
+
+    real = (Path(__file__).parent / "fixtures" / "launch" / "p5en_gin_proxy_rank.log").read_text()
+    (tmp_path / "nccl").mkdir()
+    lines = []
+    for r in range(2):
+        (tmp_path / "nccl" / f"nccl-rank{r}.log").write_text(
+            real.replace("deepep-efa-bench-0:70124:70124", f"h{r}:{100 + r}:{100 + r}")
+        )
+        doc = {
+            "rank": r,
+            "host": f"h{r}",
+            "pid": 100 + r,
+            "numerics": "pass",
+            "sizes": [
+                {
+                    "num_tokens": 8,
+                    "dispatch_check": {"ok": True},
+                    "combine_check": {"ok": True},
+                    "dispatch_gbps": 40.0 + r,
+                }
+            ],
+        }
+        lines.append(f"[default0]:EPDOCTOR_KERNEL_TEST {json.dumps(doc)}")
+    (tmp_path / "node0.log").write_text(lines[0] + "\n")
+    (tmp_path / "node1.log").write_text(lines[1] + "\n")
+    (tmp_path / "report.json").write_text(
+        json.dumps(
+            {
+                "exit_codes": {"node0": 0, "node1": 0},
+                "config": {
+                    "kind": "builtin",
+                    "gpus": 1,
+                    "nodes": ["h0", "h1"],
+                    "expect_efa": True,
+                    "efa_count": 16,
+                    "multi_node": True,
+                },
+            }
+        )
+    )
+    rep = regate(str(tmp_path))
+    net = {g.name: g for g in rep.gates}["network"]
+    assert net.status is Status.PASS and "efa-direct on all 2 ranks" in net.summary
+    assert [r["provider"] for r in rep.per_rank] == ["efa/efa-direct/16"] * 2
+    assert rep.status is Status.PASS

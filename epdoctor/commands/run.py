@@ -91,6 +91,11 @@ def register(parser: argparse.ArgumentParser) -> None:
         "--master-addr", help="rendezvous address of the first node (default: its address as given)"
     )
     kt.add_argument(
+        "--regate",
+        metavar="RUN_DIR",
+        help="start nothing: gate a finished run again from its logs and report.json",
+    )
+    kt.add_argument(
         "--isolate",
         action="store_true",
         help="run the built-in test on node pairs and half-splits; report outliers",
@@ -412,6 +417,14 @@ def run_kernel_test(args: argparse.Namespace) -> int:
     from epdoctor.launch.panes import PaneBoard
 
     out = Out(args)
+    if args.regate:
+        from epdoctor.launch.kernel_test import regate
+
+        try:
+            return _show_kernel_report(out, regate(args.regate), False)
+        except (OSError, ValueError, KeyError) as exc:
+            out.print(f"[red]cannot re-gate {args.regate}: {exc}[/red]")
+            return exitcodes.ERROR
     plan = load_plan(args.plan)
     nodes = nodes_from_args(args)
     if args.isolate:
@@ -447,7 +460,11 @@ def run_kernel_test(args: argparse.Namespace) -> int:
         out.print("interrupted: everything epdoctor started is stopped")
         return exitcodes.INTERRUPTED
     report = krun.finish()
-    if krun.failed_early:
+    return _show_kernel_report(out, report, krun.failed_early)
+
+
+def _show_kernel_report(out: Out, report: Any, failed_early: bool) -> int:
+    if failed_early:
         out.print("[red]a node failed: the others were stopped[/red]")
     stopped_note(out, report.stopped)
     if out.json:

@@ -15,6 +15,8 @@ numerics, the EFA hw_counters before/after on every node (counters.py).
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shlex
 import time
@@ -237,7 +239,33 @@ class KernelTestRun:
                 self._line(source, line)
         report = self.gate()
         report.stopped = stopped
+        self._save(report)
         return report
+
+    def _save(self, report: KernelReport) -> None:
+        """report.json beside the logs on the first node: the run can be re-gated later."""
+        cfg = self.cfg
+        doc = {
+            **report.to_json(),
+            "exit_codes": {p.name: p.poll() for p in self.group.procs},
+            "timed_out": self.timed_out,
+            "config": {
+                "kind": cfg.kind,
+                "gpus": cfg.gpus,
+                "nodes": [n.name for n in cfg.nodes],
+                "backend": cfg.backend,
+                "expect_efa": cfg.expect.efa,
+                "efa_count": cfg.expect.efa_count,
+                "multi_node": cfg.expect.multi_node,
+                "reason": cfg.expect.reason,
+            },
+        }
+        try:
+            cfg.nodes[0].put_file(
+                f"{cfg.run_dir}/report.json", (json.dumps(doc, indent=2) + "\n").encode()
+            )
+        except Exception:
+            pass
 
     # --- streams ---------------------------------------------------------------
     def _consume(self, chunk: Chunk) -> None:
@@ -265,10 +293,11 @@ class KernelTestRun:
         self.on_line(pane, line)
 
     # --- gates -----------------------------------------------------------------
-    def gate(self) -> KernelReport:
+    def gate(self, codes: dict[str, int | None] | None = None) -> KernelReport:
         cfg = self.cfg
         report = KernelReport(kind=cfg.kind)
-        codes = {p.name: p.poll() for p in self.group.procs}
+        if codes is None:
+            codes = {p.name: p.poll() for p in self.group.procs}
         g_exit = exit_code_gate(codes)
         if self.timed_out:
             g_exit = Gate(
@@ -320,6 +349,67 @@ def _rank_nets(ranks: list[RankNet], results: dict[int, dict]) -> dict[int, Rank
         if rank is not None:
             nets[rank] = rn
     return nets
+
+
+def regate(run_dir: str) -> KernelReport:
+    """Gate a finished run again from what it left on disk (report.json, node and NCCL logs).
+
+    The logs are the evidence; report.json gives the exit codes, the configuration and the
+    counter deltas that were measured live (counters cannot be re-read after the fact).
+    """
+    with open(os.path.join(run_dir, "report.json"), encoding="utf-8") as f:
+        saved = json.load(f)
+    c = saved["config"]
+    nodes: list[Node] = [LocalNode(n) for n in c["nodes"]]
+    cfg = KernelTestConfig(
+        kind=c["kind"],
+        nodes=nodes,
+        gpus=int(c["gpus"]),
+        run_dir=run_dir,
+        backend=c.get("backend", "nccl"),
+        counters=False,
+        expect=NetworkExpectation(
+            efa=c.get("expect_efa"),
+            efa_count=c.get("efa_count"),
+            multi_node=bool(c.get("multi_node")),
+            reason=c.get("reason", ""),
+        ),
+    )
+    run = KernelTestRun(cfg)
+    run.timed_out = bool(saved.get("timed_out"))
+    for i in range(len(nodes)):
+        _feed_file(run, os.path.join(run_dir, f"node{i}.log"), f"node{i}")
+    nccl_dir = os.path.join(run_dir, "nccl")
+    for fname in sorted(os.listdir(nccl_dir)) if os.path.isdir(nccl_dir) else []:
+        source = _nccl_source(fname)
+        if source:
+            _feed_file(run, os.path.join(nccl_dir, fname), source)
+    for source, sp in run._split.items():
+        for line in sp.flush():
+            run._line(source, line)
+    report = run.gate(codes=dict(saved.get("exit_codes") or {}))
+    for g in saved.get("gates") or []:
+        if g.get("gate") == "efa counters":
+            report.gates.append(
+                Gate(
+                    "efa counters",
+                    Status(g["status"]),
+                    g["summary"],
+                    tuple(g.get("evidence") or ()),
+                    g.get("code"),
+                )
+            )
+    report.counters = saved.get("counters") or {}
+    return report
+
+
+def _feed_file(run: KernelTestRun, path: str, source: str) -> None:
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                run._consume(Chunk(source, chunk))
+    except OSError:
+        pass
 
 
 def _nccl_source(fname: str) -> str | None:
