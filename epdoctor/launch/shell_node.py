@@ -58,7 +58,9 @@ class ShellProc(Proc):
         rcfile = shlex.quote(self.spec.log_path + ".rc")
         rc, out, _ = self.node.exec(
             f"if [ -s {rcfile} ]; then cat {rcfile}; "
-            f"elif kill -s 0 -- -{self._pgid} 2>/dev/null; then echo running; else echo gone; fi",
+            f"elif kill -s 0 -- -{self._pgid} 2>/dev/null; then echo running; "
+            # it may have written its status between the two looks
+            f"elif [ -s {rcfile} ]; then cat {rcfile}; else echo gone; fi",
             b"",
             15.0,
         )
