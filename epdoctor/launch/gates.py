@@ -367,6 +367,9 @@ def rank_table(
                             "combine_gbps",
                             "baseline_gbps",
                             "overhead_ratio",
+                            "step_ratio",
+                            "layout_us",
+                            "reduce_us",
                         )
                     }
                     for s in sizes
