@@ -298,6 +298,7 @@ def scan_bytes(path, patterns):
 NCCL_VERSION_RX = re.compile(rb"NCCL version \d+\.\d+\.\d+[+\w.]*")
 GDR_MISSING = re.compile(rb"GDRCopy support not available at compile time")
 OFI_VERSION_RX = re.compile(rb"aws-ofi-nccl[ -]v?\d+\.\d+\.\d+[\w.-]*")
+NCCL_EP_RX = re.compile(rb"NCCL EP version \d+\.\d+\.\d+[+\w.]*")
 NVSHMEM_RX = re.compile(rb"NVSHMEM v\d+\.\d+\.\d+")
 
 
@@ -717,6 +718,20 @@ def python_stacks(sp_dirs):
             extra["deep_ep_fork_markers"] = grep_tree(
                 de, ("EP_HYBRID_KERNEL", "capping num_allocated_qps")
             )
+        # TensorRT-LLM's NcclEP backend: the module exists only in releases that carry it
+        # (absent in GA 1.2.1), and its kernels come from nccl4py's prebuilt libnccl_ep.
+        trt = os.path.join(sp, "tensorrt_llm", "_torch", "modules", "fused_moe")
+        if isdir(trt):
+            extra["trtllm_nccl_ep_module"] = exists(
+                os.path.join(trt, "communication", "nccl_ep.py")
+            )
+            extra["trtllm_nccl_ep_utils"] = exists(os.path.join(trt, "nccl_ep_utils.py"))
+        ep_lib = os.path.join(sp, "nccl", "ep", "lib", "libnccl_ep.so")
+        if exists(ep_lib):
+            found = scan_bytes(ep_lib, {"version": NCCL_EP_RX}) if left() > 2 else {}
+            extra["nccl_ep_lib"] = {"path": ep_lib, "version": found.get("version")}
+        elif isdir(os.path.join(sp, "nccl")):
+            extra["nccl_ep_lib"] = None
         for pth in gglob(os.path.join(sp, "*.pth")) + gglob(os.path.join(sp, "*.egg-link")):
             text = read(pth, 4096) or ""
             if "DeepEP" in text or "deep_ep" in text.lower():

@@ -251,6 +251,37 @@ class FakeNode:
             self.copy(f"{sp}/nvidia/nccl/lib/libnccl.so.2", nccl_lib(nccl[0], nccl[1]))
         return self.root / sp.lstrip("/")
 
+    def trtllm(
+        self,
+        prefix: str,
+        version: str = "1.3.0rc24",
+        backend: bool = True,
+        nccl_ep: str | None = "0.1.0+cuda13.3",
+        nccl: str = "2.30.4",
+    ) -> Path:
+        """A TensorRT-LLM env: the NcclEP module (or not) and nccl4py's libnccl_ep (or not)."""
+        dists = {
+            "tensorrt-llm": version,
+            "torch": "2.11.0",
+            "nvidia-nccl-cu13": nccl,
+            "nccl4py": "0.3.1",
+        }
+        sp = self.python_env(prefix, dists, nccl=(nccl, True))
+        fm = sp / "tensorrt_llm/_torch/modules/fused_moe"
+        (fm / "communication").mkdir(parents=True, exist_ok=True)
+        (fm / "communication" / "deep_ep.py").write_text("")
+        if backend:
+            (fm / "communication" / "nccl_ep.py").write_text("")
+            (fm / "nccl_ep_utils.py").write_text('_MIN_NCCL_RUNTIME_VERSION = "2.30.4"\n')
+        (sp / "nccl").mkdir(exist_ok=True)
+        if nccl_ep:
+            lib = sp / "nccl/ep/lib/libnccl_ep.so"
+            lib.parent.mkdir(parents=True, exist_ok=True)
+            lib.write_bytes(
+                elf_lib(["ncclEpCreateGroup"], [f"NCCL EP version {nccl_ep}"]).read_bytes()
+            )
+        return sp
+
     def nccl_conf(self, text: str) -> FakeNode:
         self.write("/etc/nccl.conf", text)
         return self

@@ -391,3 +391,47 @@ def test_probe_deadline_bounds_a_hung_tool(tmp_path):
     _, f = diagnose(n, Context(), "--deadline", "4")
     assert time.monotonic() - t0 < 15
     assert "timed out" in one(f, "H101").title
+
+
+def test_trtllm_ga_without_nccl_ep_backend(tmp_path):
+    n = FakeNode(tmp_path / "root")
+    n.gpus()
+    n.trtllm("/opt/trt/venv", version="1.2.1", backend=False)
+    _, f = diagnose(n)
+    assert one(f, "E101").status is Status.FAIL
+    assert "E102" not in {x.code for x in f}
+
+
+def test_trtllm_rc24_with_nccl_ep_on_2304(tmp_path):
+    n = FakeNode(tmp_path / "root")
+    n.gpus()
+    n.trtllm("/opt/trt/venv")
+    _, f = diagnose(n)
+    assert one(f, "E101").status is Status.PASS
+    assert one(f, "E102").status is Status.PASS and "0.1.0" in one(f, "E102").title
+    assert one(f, "E104").status is Status.PASS
+    assert "E103" not in {x.code for x in f}
+
+
+def test_trtllm_nccl4py_without_libnccl_ep(tmp_path):
+    n = FakeNode(tmp_path / "root")
+    n.gpus()
+    n.trtllm("/opt/trt/venv", nccl_ep=None)
+    _, f = diagnose(n)
+    assert one(f, "E102").status is Status.FAIL
+
+
+def test_trtllm_prebuilt_nccl_ep_on_nccl_231(tmp_path):
+    n = FakeNode(tmp_path / "root")
+    n.gpus()
+    n.trtllm("/opt/trt/venv", nccl="2.31.2")
+    _, f = diagnose(n)
+    assert one(f, "E103").status is Status.WARN
+
+
+def test_trtllm_old_ngc_nccl(tmp_path):
+    n = FakeNode(tmp_path / "root")
+    n.gpus()
+    n.trtllm("/opt/trt/venv", nccl="2.27.3")
+    _, f = diagnose(n)
+    assert one(f, "E104").status is Status.FAIL

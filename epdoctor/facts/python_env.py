@@ -19,6 +19,10 @@ class PythonEnv:
     dists: dict[str, str]  # canonical name -> version
     direct_urls: dict[str, str] = field(default_factory=dict)
     deep_ep_markers: dict[str, str] = field(default_factory=dict)
+    trtllm_nccl_ep_module: bool | None = None  # None: TensorRT-LLM's fused_moe tree absent
+    nccl_ep_lib: str | None = None  # path of nccl4py's libnccl_ep.so, if shipped
+    nccl_ep_version: str | None = None  # "0.1.0+cuda13.3" from its version string
+    nccl4py_dir: bool = False  # site-packages has an nccl/ package
 
     def has(self, name: str) -> bool:
         return canonical(name) in self.dists
@@ -68,7 +72,24 @@ def python_envs(section: object) -> list[PythonEnv]:
         extra = s.get("extra") if isinstance(s.get("extra"), dict) else {}
         markers = extra.get("deep_ep_fork_markers")
         markers = {str(k): str(v) for k, v in markers.items()} if isinstance(markers, dict) else {}
-        out.append(PythonEnv(str(s.get("site_packages")), dists, urls, dict(markers)))
+        trt = extra.get("trtllm_nccl_ep_module")
+        ep = extra.get("nccl_ep_lib")
+        ep_ver = None
+        if isinstance(ep, dict) and isinstance(ep.get("version"), str):
+            m = re.search(r"NCCL EP version (\S+)", ep["version"])
+            ep_ver = m.group(1) if m else None
+        out.append(
+            PythonEnv(
+                str(s.get("site_packages")),
+                dists,
+                urls,
+                dict(markers),
+                trtllm_nccl_ep_module=trt if isinstance(trt, bool) else None,
+                nccl_ep_lib=str(ep.get("path")) if isinstance(ep, dict) else None,
+                nccl_ep_version=ep_ver,
+                nccl4py_dir="nccl_ep_lib" in extra,
+            )
+        )
     return out
 
 
