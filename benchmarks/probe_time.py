@@ -45,7 +45,9 @@ def main() -> int:
     p, b = statistics.median(probe_t), statistics.median(base_t)
     sections = json.loads(doc).get("timings", {}) if doc else {}
     slowest = sorted(sections.items(), key=lambda kv: -kv[1])[:4]
-    print(f"node probe      median {p * 1000:8.1f} ms over {args.runs} runs (one round trip, all sections)")
+    print(
+        f"node probe      median {p * 1000:8.1f} ms over {args.runs} runs (one round trip, all sections)"
+    )
     print(f"ldconfig -p     median {b * 1000:8.1f} ms (baseline)")
     print(f"ratio probe / ldconfig -p: {p / b:.1f}x")
     print("slowest sections: " + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in slowest))
