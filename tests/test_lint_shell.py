@@ -177,3 +177,26 @@ def test_b413_git_apply_without_check_and_strict_patch():
 
     assert [h.code for h in build_step_findings("git apply x.patch\n")] == ["B413"]
     assert build_step_findings("patch --dry-run -p1 < x.patch && patch -F0 -p1 < x.patch\n") == []
+
+
+def test_s403_pipefail_decides_whether_a_filtered_pipeline_can_fail():
+    body = 'IP=$(getent hosts "$L" | head -1)\n[ -n "$IP" ] || exit 1\n'
+    assert ("S403", 3) in hits(STRICT + body)  # pipefail: getent's failure is the status
+    assert hits("#!/bin/bash\nset -e\n" + body) == []  # head's status: cannot fail
+    assert ("S403", 3) in hits("#!/bin/bash\nset -e\n" + body.replace(" | head -1", ""))
+
+
+def test_s403_guard_on_the_same_line_in_a_retry_loop():
+    loop = (
+        STRICT + 'for i in 1 2 3; do IP=$(getent hosts "$L" | head -1); '
+        '[ -n "$IP" ] && break; sleep 1; done\n'
+    )
+    assert hits(loop) == [("S403", 3)]
+    fixed = loop.replace("| head -1)", "| head -1 || true)")
+    assert hits(fixed) == []
+
+
+def test_empty_string_arguments_tokenize():
+    assert hits('#!/bin/bash\nset -e\nV=$(cmd)\nif [ "$V" = "" ]; then exit 1; fi\n') == [
+        ("S403", 3)
+    ]

@@ -242,7 +242,7 @@ def _split(toks: list[str], subs: list[str], line: int) -> Iterator[Pipeline]:
         if skip_target:
             skip_target = False
             continue
-        if t[0] in "<>" or t in (">&", "&>", "&>>"):
+        if t[:1] in ("<", ">") or t in (">&", "&>", "&>>"):
             # A redirection: drop it, its target and a bare fd number before it (2>&1).
             if words and words[-1].isdigit():
                 words.pop()
@@ -479,17 +479,37 @@ def script_findings(text: str) -> list[Hit]:
         for p in _split(_tokens(lifted), subs, line):
             errexit_before = state.errexit
             hits += _pipeline_rules(p, state)
-            hits += _errexit_assignment(
-                p, errexit_before, state, lines[idx + 1 : idx + 1 + GUARD_WINDOW]
-            )
+            # The guard may follow on the same line (`V=$(...); [ -n "$V" ]`) or below it.
+            window = [(line, logical), *lines[idx + 1 : idx + 1 + GUARD_WINDOW]]
+            hits += _errexit_assignment(p, errexit_before, state, window, subs)
         for body in subs:
             for p in pipelines(body, line):
                 hits += _pipeline_rules(p, ShellState(state.errexit, state.pipefail))
     return hits
 
 
+# Filters that succeed on empty input: without pipefail a `... | head -1` cannot fail.
+NEVER_FAILS_LAST = {
+    "head",
+    "tail",
+    "awk",
+    "sed",
+    "cut",
+    "tr",
+    "sort",
+    "uniq",
+    "cat",
+    "echo",
+    "xargs",
+}
+
+
 def _errexit_assignment(
-    p: Pipeline, errexit: bool, state: ShellState, following: list[tuple[int, str]]
+    p: Pipeline,
+    errexit: bool,
+    state: ShellState,
+    window: list[tuple[int, str]],
+    subs: list[str],
 ) -> list[Hit]:
     # A condition (if/while/!) or the left side of || / && is exempt from errexit.
     if not errexit or p.prefix or p.after in ("||", "&&"):
@@ -500,23 +520,38 @@ def _errexit_assignment(
     for word in p.commands[0].words:
         name, _, value = word.partition("=")
         m = _CMDSUB_RE.search(value)
-        if not m:
+        if not m or int(m.group(1)) >= len(subs):
             continue
-        body = p.commands[0].subs[min(int(m.group(1)), len(p.commands[0].subs) - 1)]
-        if re.search(r"\|\|\s*(true|:)\s*$", body.strip()):
+        body = subs[int(m.group(1))]
+        if not _can_fail(body, state.pipefail):
             continue
         guard = _guard_re(name)
-        g = next((ln for ln, txt in following if guard.search(txt)), None)
+        g = next((ln for ln, txt in window if guard.search(txt)), None)
         if g is not None:
+            where = "after it on this line" if g == p.line else f"on line {g}"
             hits.append(
                 Hit(
                     p.line,
                     "S403",
                     f"under set -e a failing $(...) exits on this line, so the check of ${name} "
-                    f"on line {g} never runs; write {name}=$(... || true)",
+                    f"{where} never runs; write {name}=$(... || true)",
                 )
             )
     return hits
+
+
+def _can_fail(body: str, pipefail: bool) -> bool:
+    """Whether a command substitution's status can be non-zero."""
+    if re.search(r"\|\|\s*(true|:)\s*$", body.strip()):
+        return False
+    last = list(pipelines(body))
+    top = [q for q in last if q.prefix != "$()"]
+    if not top:
+        return True
+    final = top[-1]
+    # Without pipefail the pipeline's status is its last command's; a filter succeeds on no input.
+    filtered = len(final.commands) > 1 and final.commands[-1].name in NEVER_FAILS_LAST
+    return pipefail or not filtered
 
 
 def _printed_markers(file: RecipeFile, ctx: LintContext) -> list[str]:
