@@ -152,3 +152,10 @@ def test_seed_shaped_recipe_folders():
     assert [(f.code, f.suppressed) for f in good.suppressed] == [
         ("B403", "the seed pins the NGC base by exact tag; every layer above is SHA-pinned")
     ]
+
+
+def test_exec_form_naming_a_shell_is_linted(tmp_path):
+    df = HEAD + 'HEALTHCHECK CMD ["bash", "-c", "pgrep -f \'vllm serve\'"]\n'
+    assert ("S401", 2) in codes(tmp_path / "a", {"Dockerfile": df})
+    df = HEAD + 'CMD ["bash", "-c", "pgrep -f \'[v]llm serve\'"]\n'
+    assert codes(tmp_path / "b", {"Dockerfile": df}) == []

@@ -200,3 +200,14 @@ def test_empty_string_arguments_tokenize():
     assert hits('#!/bin/bash\nset -e\nV=$(cmd)\nif [ "$V" = "" ]; then exit 1; fi\n') == [
         ("S403", 3)
     ]
+
+
+def test_inline_shells_are_linted_as_new_shells():
+    text = (
+        "#!/bin/bash\nset -o pipefail\n"
+        "kubectl -n ns exec pod-1 -- bash -c \"pgrep -af 'vllm serve'\"\n"
+        "kubectl -n ns exec pod-1 -- bash -c 'nm -D x | grep -q y'\n"  # no pipefail in there
+        "kubectl -n ns exec pod-1 -- sh -ec 'set -o pipefail; nm -D x | grep -q y'\n"
+    )
+    assert hits(text) == [("S401", 3), ("S402", 5)]
+    assert hits("#!/bin/bash\nbash -c \"pgrep -af '[v]llm serve'\"\n") == []

@@ -11,13 +11,21 @@ the continuation character. RUN bodies are handed to the shell rules.
 from __future__ import annotations
 
 import fnmatch
+import json
 import re
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from epdoctor.lint.base import LintContext, LintFinding, RecipeFile, finding, linter
-from epdoctor.lint.shell import ShellState, build_step_findings, shell_text_findings
+from epdoctor.lint.shell import (
+    Command,
+    ShellState,
+    build_step_findings,
+    inline_shell,
+    shell_text_findings,
+)
 
 _NCCL_PIN_RE = re.compile(r"nvidia-nccl-cu1\d\s*==")
 _PIP_INSTALL_RE = re.compile(r"\b(pip3?|uv\s+pip|python3?(\.\d+)?\s+-m\s+pip)\s+install\b")
@@ -250,7 +258,10 @@ def _shell_rules(file: RecipeFile, instrs: list[Instruction]) -> Iterable[LintFi
         if ins.keyword == "HEALTHCHECK":
             body = body.split("CMD", 1)[1] if "CMD" in body else ""
         if body.lstrip().startswith("["):
-            continue  # exec form: no shell runs it
+            # Exec form runs no shell, unless it names one: ["bash", "-c", "script"].
+            body = _exec_form_script(body)
+            if body is None:
+                continue
         while body.startswith("--"):  # RUN --mount=... flags
             body = body.split(None, 1)[1] if " " in body else ""
         state = ShellState(errexit=errexit, pipefail=pipefail)
@@ -259,6 +270,16 @@ def _shell_rules(file: RecipeFile, instrs: list[Instruction]) -> Iterable[LintFi
             hits += build_step_findings(body, ins.line, file.text)
         for h in hits:
             yield finding(file, ins.line, h.code, h.message)
+
+
+def _exec_form_script(body: str) -> str | None:
+    try:
+        argv = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        return None
+    return shlex.join(argv) if inline_shell(Command(argv, 1)) else None
 
 
 def _dockerignore_rule(file: RecipeFile, ctx: LintContext) -> Iterable[LintFinding]:

@@ -328,10 +328,31 @@ def shell_text_findings(
     return hits
 
 
+def inline_shell(c: Command) -> tuple[str, ShellState] | None:
+    """The script of `bash -c SCRIPT` (also `sh -ec`, `bash -lc`), with the options it sets."""
+    # The shell may be the command or a word of it (`kubectl exec POD -- bash -c ...`, `env X=1 sh -c`).
+    at = next((i for i, w in enumerate(c.words) if Path(w).name in SHELLS), None)
+    if at is None:
+        return None
+    args = c.words[at + 1 :]
+    for i, a in enumerate(args[:-1]):
+        if a.startswith("-") and not a.startswith("--") and "c" in a[1:]:
+            st = ShellState()
+            st.apply_set([a.replace("c", "") or "-"] if a != "-c" else [])
+            if "o" in a[1:]:
+                return None  # `-o opt -c`: rare; leave it alone rather than misparse
+            return args[i + 1], st
+    return None
+
+
 def _pipeline_rules(p: Pipeline, state: ShellState) -> list[Hit]:
     hits: list[Hit] = []
     names = [c.name for c in p.commands]
     for c in p.commands:
+        inner = inline_shell(c)
+        if inner is not None:
+            # A new shell: it inherits no set -e / pipefail, only its own flags.
+            hits += script_findings(inner[0], c.line, inner[1])
         if c.name == "set":
             state.apply_set(c.args())
         if c.name in ("pgrep", "pkill") and "f" in _short_flags(c.args()):
@@ -470,10 +491,11 @@ def _guard_re(var: str) -> re.Pattern[str]:
     )
 
 
-def script_findings(text: str) -> list[Hit]:
-    state = _state_from_shebang(text)
+def script_findings(text: str, first_line: int = 1, state: ShellState | None = None) -> list[Hit]:
+    """Every shell rule that needs only the script itself."""
+    state = state or _state_from_shebang(text)
     hits: list[Hit] = []
-    lines = list(logical_lines(text))
+    lines = list(logical_lines(text, first_line))
     for idx, (line, logical) in enumerate(lines):
         lifted, subs = _lift_subs(logical)
         for p in _split(_tokens(lifted), subs, line):
