@@ -1,0 +1,409 @@
+"""A Kubernetes API server stand-in for tests: kmock over real HTTP on loopback, plus exec.
+
+No real kube-apiserver can run on the test machines (see the shared test-infra
+notes), so this is kmock's KubernetesEmulator with what the real clients need
+corrected or added:
+
+* discovery: kmock answers ``/api/v1`` and ``/apis/<g>/<v>`` from its LIST
+  fallback, with ``groupVersion: "/v1"`` (kubectl then maps pods to
+  metrics.k8s.io). We serve an APIResourceList in the real server's shape for
+  the resources epdoctor reads or creates.
+* lists lack ``kind``/``apiVersion``; we add them. Label selectors (equality,
+  ``!=``, ``in``, bare key) and the field selectors epdoctor uses
+  (``involvedObject.*`` on events, ``spec.nodeName``, ``metadata.name``) are
+  applied, as the real server does, instead of being ignored.
+* pod logs: ``/pods/<name>/log`` answers ``text/plain`` from ``logs`` (keyed
+  by namespace, pod, container, previous), with ``tailLines`` applied.
+* exec: the websocket channel protocol (v5 and v4 subprotocols; channel 0
+  stdin, 1 stdout, 2 stderr, 3 status, 4 resize, 255 close), running the
+  requested command as a real local subprocess, so the node probe really runs
+  through the real exec protocol. ``forbid_exec`` answers the handshake with
+  403 the way RBAC does.
+
+Everything runs on its own event loop in a background thread, so the
+synchronous kubernetes client and the kubectl binary can talk to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import aiohttp.web
+import kmock
+
+V5 = "v5.channel.k8s.io"
+V4 = "v4.channel.k8s.io"
+
+# (group, version, plural, kind, namespaced, subresources) the real server serves.
+RESOURCES = [
+    ("", "v1", "pods", "Pod", True, ("log", "exec", "status")),
+    ("", "v1", "nodes", "Node", False, ("status",)),
+    ("", "v1", "events", "Event", True, ()),
+    ("", "v1", "services", "Service", True, ()),
+    ("", "v1", "namespaces", "Namespace", False, ()),
+    ("apps", "v1", "statefulsets", "StatefulSet", True, ()),
+    ("batch", "v1", "jobs", "Job", True, ()),
+]
+VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+
+_NS_PATH = re.compile(
+    r"^/(?:api/v1|apis/(?P<g>[a-z0-9.]+)/v1)(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[a-z]+)"
+    r"(?:/(?P<name>[^/]+))?(?:/(?P<sub>[a-z]+))?$"
+)
+
+
+def _discovery(group: str) -> dict[str, Any]:
+    resources = []
+    for g, _v, plural, kind, namespaced, subs in RESOURCES:
+        if g != group:
+            continue
+        resources.append(
+            {
+                "name": plural,
+                "singularName": kind.lower(),
+                "namespaced": namespaced,
+                "kind": kind,
+                "verbs": VERBS,
+            }
+        )
+        for sub in subs:
+            verbs = ["get", "create"] if sub == "exec" else ["get"]
+            resources.append(
+                {"name": f"{plural}/{sub}", "singularName": "", "namespaced": namespaced,
+                 "kind": "PodExecOptions" if sub == "exec" else kind, "verbs": verbs}
+            )  # fmt: skip
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{group}/v1" if group else "v1",
+        "resources": resources,
+    }
+
+
+def _label_match(labels: dict[str, str], selector: str) -> bool:
+    for term in _split_selector(selector):
+        term = term.strip()
+        if not term:
+            continue
+        m = re.match(r"^(\S+?)\s+(in|notin)\s+\((.*)\)$", term)
+        if m:
+            key, op, vals = m.group(1), m.group(2), {v.strip() for v in m.group(3).split(",")}
+            if (labels.get(key) in vals) != (op == "in"):
+                return False
+        elif "!=" in term:
+            key, val = term.split("!=", 1)
+            if labels.get(key) == val:
+                return False
+        elif "=" in term:
+            key, val = term.replace("==", "=").split("=", 1)
+            if labels.get(key) != val:
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def _split_selector(selector: str) -> list[str]:
+    # Commas inside `in (a,b)` do not separate terms.
+    out, depth, cur = [], 0, ""
+    for ch in selector:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    return out
+
+
+def _field(obj: dict[str, Any], path: str) -> Any:
+    cur: Any = obj
+    for part in path.split("."):
+        cur = cur.get(part) if isinstance(cur, dict) else None
+    return cur
+
+
+def _field_match(obj: dict[str, Any], selector: str) -> bool:
+    for term in selector.split(","):
+        if not term:
+            continue
+        if "!=" in term:
+            key, val = term.split("!=", 1)
+            if str(_field(obj, key) or "") == val:
+                return False
+        else:
+            key, val = term.replace("==", "=").split("=", 1)
+            if str(_field(obj, key) or "") != val:
+                return False
+    return True
+
+
+class KubeEmulator(kmock.KubernetesEmulator):
+    """kmock's emulator with discovery/list fixes, selectors, pod logs and websocket exec."""
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        # Declare the resources so kmock serves fetch/list for them even when empty.
+        for g, v, plural, _kind, _ns, _subs in RESOURCES:
+            self.resources[kmock.resource(g, v, plural)] = kmock.ResourceInfo()
+        self.logs: dict[tuple[str, str, str, bool], str] = {}
+        self.forbid_exec: set[tuple[str, str]] = set()
+        self.exec_calls: list[dict[str, Any]] = []
+        self.exec_env: dict[str, str] = {}
+
+    # -- object helpers ---------------------------------------------------------------------
+
+    def put(self, obj: dict[str, Any]) -> None:
+        """Store an object as the server would after a create."""
+        api = obj["apiVersion"]
+        group, _, version = api.rpartition("/")
+        kind = obj["kind"]
+        plural = next(p for g, _v, p, k, _n, _s in RESOURCES if k == kind and g == group)
+        ns = obj["metadata"].get("namespace")
+        self.objects[kmock.resource(group, version, plural), ns, obj["metadata"]["name"]] = obj
+
+    def get(self, plural: str, ns: str | None, name: str, group: str = "") -> dict[str, Any] | None:
+        key = (kmock.resource(group, "v1", plural), ns, name)
+        if key not in self.objects or self.objects[key].deleted:
+            return None
+        return dict(self.objects[key].raw)
+
+    # -- request routing ---------------------------------------------------------------------
+
+    async def __call__(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        path = raw.path
+        if raw.method == "GET" and path in ("/api/v1", "/apis/apps/v1", "/apis/batch/v1"):
+            group = "" if path == "/api/v1" else path.split("/")[2]
+            return aiohttp.web.json_response(_discovery(group))
+        m = _NS_PATH.match(path)
+        if m and m.group("plural") == "pods" and m.group("sub") == "exec":
+            return await self._exec(raw, m.group("ns"), m.group("name"))
+        if m and m.group("plural") == "pods" and m.group("sub") == "log" and raw.method == "GET":
+            return self._log(raw, m.group("ns"), m.group("name"))
+        resp = await super().__call__(raw)
+        if (
+            m
+            and raw.method == "GET"
+            and not m.group("name")
+            and isinstance(resp, aiohttp.web.Response)
+        ):
+            return self._fix_list(raw, resp, m.group("g") or "", m.group("plural"))
+        return resp
+
+    def _fix_list(
+        self, raw: aiohttp.web.BaseRequest, resp: aiohttp.web.Response, group: str, plural: str
+    ) -> aiohttp.web.StreamResponse:
+        if resp.status != 200 or resp.body is None or raw.query.get("watch") in ("true", "1"):
+            return resp
+        try:
+            doc = json.loads(bytes(resp.body))  # type: ignore[arg-type]
+        except ValueError:
+            return resp
+        if not isinstance(doc, dict) or "items" not in doc:
+            return resp
+        kind = next(k for g, _v, p, k, _n, _s in RESOURCES if p == plural and g == group)
+        items = doc["items"]
+        if ls := raw.query.get("labelSelector"):
+            items = [
+                o for o in items if _label_match(o.get("metadata", {}).get("labels") or {}, ls)
+            ]
+        if fs := raw.query.get("fieldSelector"):
+            items = [o for o in items if _field_match(o, fs)]
+        doc["items"] = items
+        doc["kind"] = f"{kind}List"
+        doc["apiVersion"] = f"{group}/v1" if group else "v1"
+        doc.setdefault("metadata", {})["resourceVersion"] = "1"
+        return aiohttp.web.json_response(doc)
+
+    def _status(self, code: int, reason: str, message: str) -> aiohttp.web.Response:
+        body = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "code": code,
+        }
+        return aiohttp.web.json_response(body, status=code)
+
+    def _log(self, raw: aiohttp.web.BaseRequest, ns: str, name: str) -> aiohttp.web.StreamResponse:
+        pod = self.get("pods", ns, name)
+        if pod is None:
+            return self._status(404, "NotFound", f'pods "{name}" not found')
+        containers = [c["name"] for c in pod["spec"]["containers"]]
+        container = raw.query.get("container") or containers[0]
+        previous = raw.query.get("previous") in ("true", "1")
+        key = (ns, name, container, previous)
+        if key not in self.logs:
+            if previous:
+                msg = f'previous terminated container "{container}" in pod "{name}" not found'
+                return self._status(400, "BadRequest", msg)
+            return aiohttp.web.Response(text="", content_type="text/plain")
+        text = self.logs[key]
+        if tail := raw.query.get("tailLines"):
+            lines = text.splitlines(keepends=True)
+            text = "".join(lines[-int(tail) :])
+        return aiohttp.web.Response(text=text, content_type="text/plain")
+
+    # -- exec over websocket -----------------------------------------------------------------
+
+    async def _exec(
+        self, raw: aiohttp.web.BaseRequest, ns: str, name: str
+    ) -> aiohttp.web.StreamResponse:
+        pod = self.get("pods", ns, name)
+        if pod is None:
+            return self._status(404, "NotFound", f'pods "{name}" not found')
+        if (ns, name) in self.forbid_exec:
+            msg = (
+                f'pods "{name}" is forbidden: User "system:serviceaccount:{ns}:reader" cannot '
+                f'create resource "pods/exec" in API group "" in the namespace "{ns}"'
+            )
+            return self._status(403, "Forbidden", msg)
+        if (pod.get("status") or {}).get("phase") != "Running":
+            return self._status(400, "BadRequest", f"pod {name} is not running")
+        command = raw.query.getall("command", [])
+        use_stdin = raw.query.get("stdin") in ("true", "1")
+        self.exec_calls.append({"namespace": ns, "pod": name, "command": command,
+                                "container": raw.query.get("container")})  # fmt: skip
+        ws = aiohttp.web.WebSocketResponse(protocols=(V5, V4), max_msg_size=0)
+        await ws.prepare(raw)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=asyncio.subprocess.PIPE if use_stdin else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env={**os.environ, **self.exec_env},
+            )
+        except OSError as exc:
+            # What the kubelet answers when the executable is missing in the container.
+            msg = f'exec: "{command[0] if command else ""}": {exc.strerror}'
+            await ws.send_bytes(b"\x03" + json.dumps(
+                {"metadata": {}, "status": "Failure", "message": msg,
+                 "reason": "InternalError"}).encode())  # fmt: skip
+            await ws.close()
+            return ws
+
+        async def pump(stream: asyncio.StreamReader, channel: int) -> None:
+            while chunk := await stream.read(32768):
+                await ws.send_bytes(bytes([channel]) + chunk)
+
+        async def feed() -> None:
+            async for msg in ws:
+                if msg.type not in (aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT):
+                    break
+                data = msg.data if isinstance(msg.data, bytes) else msg.data.encode()
+                if not data:
+                    continue
+                channel, payload = data[0], data[1:]
+                if channel == 0 and proc.stdin is not None:
+                    proc.stdin.write(payload)
+                    await proc.stdin.drain()
+                elif channel == 255 and payload[:1] == b"\x00" and proc.stdin is not None:
+                    proc.stdin.close()
+
+        feeder = asyncio.create_task(feed())
+        assert proc.stdout is not None and proc.stderr is not None
+        await asyncio.gather(pump(proc.stdout, 1), pump(proc.stderr, 2))
+        rc = await proc.wait()
+        feeder.cancel()
+        if rc == 0:
+            status: dict[str, Any] = {"metadata": {}, "status": "Success"}
+        else:
+            status = {
+                "metadata": {},
+                "status": "Failure",
+                "message": f"command terminated with non-zero exit code: exit status {rc}",
+                "reason": "NonZeroExitCode",
+                "details": {"causes": [{"reason": "ExitCode", "message": str(rc)}]},
+            }
+        await ws.send_bytes(b"\x03" + json.dumps(status).encode())
+        await ws.close()
+        return ws
+
+
+class RunningEmulator:
+    """An emulator serving on 127.0.0.1 from a background thread, with a kubeconfig for it."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.emulator = KubeEmulator()
+        self.loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.url = ""
+        self.kubeconfig = tmp / "kubeconfig"
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self._serve())
+
+    async def _serve(self) -> None:
+        self._stop = asyncio.Event()
+        async with self.emulator, kmock.Server(self.emulator) as server:
+            self.url = str(server.url).rstrip("/")
+            self._ready.set()
+            await self._stop.wait()
+
+    def start(self) -> RunningEmulator:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("emulator did not start")
+        self.kubeconfig.write_text(kubeconfig_text(self.url))
+        return self
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            self.loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+
+    def put(self, *objs: dict[str, Any]) -> None:
+        for obj in objs:
+            asyncio.run_coroutine_threadsafe(_put(self.emulator, obj), self.loop).result(5)
+
+
+async def _put(em: KubeEmulator, obj: dict[str, Any]) -> None:
+    em.put(obj)
+
+
+def kubeconfig_text(url: str, context: str = "emulator", namespace: str = "default") -> str:
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "emu", "cluster": {"server": url}}],
+        "users": [{"name": "reader", "user": {"token": "emulator-token"}}],
+        "contexts": [
+            {
+                "name": context,
+                "context": {"cluster": "emu", "user": "reader", "namespace": namespace},
+            }
+        ],
+        "current-context": context,
+    }
+    return json.dumps(doc)
+
+
+@contextlib.contextmanager
+def running(tmp: Path) -> Iterator[RunningEmulator]:
+    emu = RunningEmulator(tmp).start()
+    try:
+        yield emu
+    finally:
+        emu.stop()
