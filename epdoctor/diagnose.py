@@ -40,7 +40,8 @@ def diagnose_target(target: Target, ctx: Context, options: ProbeOptions) -> Diag
         out = target.run_probe(options)
         doc = load_probe_doc(out.stdout, out.stderr, out.exit_code)
     except (TargetError, ProbeDocError) as exc:
-        return Diagnosis(TargetResult(target.info, error=str(exc), elapsed_s=time.monotonic() - t0))
+        diag = Diagnosis(TargetResult(target.info, error=str(exc), elapsed_s=time.monotonic() - t0))
+        return _with_side_facts(target, diag, ctx)
     node = build_node_facts(doc)
     findings = [_with_target(f, target.info.name) for f in run_checks(node, ctx, domain="node")]
     result = TargetResult(
@@ -49,7 +50,29 @@ def diagnose_target(target: Target, ctx: Context, options: ProbeOptions) -> Diag
         findings=findings,
         elapsed_s=time.monotonic() - t0,
     )
-    return Diagnosis(result, node=node, probe_doc=doc)
+    return _with_side_facts(target, Diagnosis(result, node=node, probe_doc=doc), ctx)
+
+
+def _with_side_facts(target: Target, diag: Diagnosis, ctx: Context) -> Diagnosis:
+    """Facts a target knows besides the probe (a pod's state, events, node), checked too.
+
+    A target may define ``side_facts(diagnosis) -> {domain: facts}``; each domain's
+    checks run on its facts and their findings join the result, also when the
+    probe itself could not run (a Pending or crash-looping pod is the common case).
+    """
+    side = getattr(target, "side_facts", None)
+    if side is None:
+        return diag
+    try:
+        extra = side(diag)
+    except TargetError as exc:
+        diag.extra["side_facts_error"] = str(exc)
+        return diag
+    for domain, facts in extra.items():
+        diag.extra[domain] = facts
+        found = run_checks(facts, ctx, domain=domain)
+        diag.result.findings.extend(_with_target(f, target.info.name) for f in found)
+    return diag
 
 
 def _with_target(f: Any, name: str) -> Any:
