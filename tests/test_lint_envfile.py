@@ -114,3 +114,22 @@ def test_b411_moving_pr_ref():
     assert [h.code for h in script_findings(fires)] == ["B411"]
     quiet = "#!/bin/bash\ngit fetch origin c2e773df0123456789abcdef0123456789abcdef && git cherry-pick FETCH_HEAD\n"
     assert script_findings(quiet) == []
+
+
+def test_shell_defaults_resolve_and_runtime_values_are_not_judged(tmp_path):
+    env = (
+        "FI_PROVIDER=${FI_PROVIDER:-efa}\n"  # resolves to efa: no T107
+        "NCCL_GIN_TYPE=$GIN_TYPE\n"  # known only at run time: no T101 verdict
+        "OFI_NCCL_GIN_GDAKI=${X}\n"  # a dead knob is dead whatever its value
+        "NCCL_SOCKET_IFNAME=^docker,lo,veth\n"
+    )
+    got = lint(tmp_path, {"transport.env": env})
+    assert got == {("transport.env", 3, "C101")}
+
+
+def test_a_generic_nccl_env_file_is_not_an_ep_contract(tmp_path):
+    # NCCL debug knobs for a training job: no GIN/EP variable, so nothing is "missing".
+    got = lint(
+        tmp_path, {"env_vars.example": "export NCCL_DEBUG=INFO\nexport FI_EFA_USE_DEVICE_RDMA=1\n"}
+    )
+    assert got == set()

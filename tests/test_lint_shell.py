@@ -135,10 +135,18 @@ def test_s404_marker_printed_by_a_called_script_counts(tmp_path):
 
 
 def test_s407_shebang_without_execute_bit(tmp_path):
-    script = tmp_path / "serve.sh"
+    script = tmp_path / "recipe" / "serve.sh"
+    script.parent.mkdir()
     script.write_text("#!/bin/bash\nexec vllm serve M\n")
     script.chmod(0o644)
-    assert [(f.path, f.code) for f in lint_paths([tmp_path]).active] == [("serve.sh", "S407")]
+    # Nothing starts it by path: `bash recipe/serve.sh` works at any mode.
+    (tmp_path / "run.sh").write_text("#!/bin/bash\nbash recipe/serve.sh\n")
+    (tmp_path / "run.sh").chmod(0o755)
+    assert lint_paths([tmp_path]).active == []
+    # A manifest (or CMD, or ./serve.sh) starts it by path: Permission denied.
+    (tmp_path / "sts.yaml").write_text('command: ["/opt/recipe/serve.sh", "leader"]\n')
+    found = [(f.path, f.code) for f in lint_paths([tmp_path]).active]
+    assert found == [("recipe/serve.sh", "S407")]
     script.chmod(0o755)
     assert lint_paths([tmp_path]).active == []
     lib = tmp_path / "lib.sh"  # sourced, no shebang: needs no execute bit
@@ -211,3 +219,27 @@ def test_inline_shells_are_linted_as_new_shells():
     )
     assert hits(text) == [("S401", 3), ("S402", 5)]
     assert hits("#!/bin/bash\nbash -c \"pgrep -af '[v]llm serve'\"\n") == []
+
+
+def test_runs_by_path_forms():
+    from epdoctor.lint.shell import _yaml_runs_by_path, runs_by_path
+
+    assert runs_by_path("./serve.sh leader\n", "serve.sh")
+    assert runs_by_path("exec /opt/recipe/serve.sh worker\n", "serve.sh")
+    assert runs_by_path("timeout 60 ./serve.sh\n", "serve.sh")
+    assert runs_by_path("kubectl exec p -- bash -c '/opt/serve.sh'\n", "serve.sh")
+    assert not runs_by_path("bash serve.sh\nsbatch serve.sh\necho serve.sh\n", "serve.sh")
+    assert not runs_by_path("# ./serve.sh is the launcher\n", "serve.sh")
+    assert _yaml_runs_by_path('command: ["/opt/recipe/serve.sh", "leader"]\n', "serve.sh")
+    assert _yaml_runs_by_path("args:\n  - /opt/recipe/serve.sh\n", "serve.sh")
+    assert not _yaml_runs_by_path("entrypoint: bash /shared/serve.sh\n", "serve.sh")
+
+
+def test_s407_dockerfile_cmd_by_path(tmp_path):
+    (tmp_path / "serve.sh").write_text("#!/bin/bash\nexec vllm serve M\n")
+    (tmp_path / "serve.sh").chmod(0o644)
+    df = "FROM ubuntu:22.04@sha256:" + "a" * 64 + "\nCOPY serve.sh /opt/\n"
+    (tmp_path / "Dockerfile").write_text(df)
+    assert lint_paths([tmp_path]).active == []  # COPY alone starts nothing
+    (tmp_path / "Dockerfile").write_text(df + 'CMD ["/opt/serve.sh"]\n')
+    assert [f.code for f in lint_paths([tmp_path]).active] == ["S407"]

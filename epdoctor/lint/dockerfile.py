@@ -283,40 +283,34 @@ def _exec_form_script(body: str) -> str | None:
 
 
 def _dockerignore_rule(file: RecipeFile, ctx: LintContext) -> Iterable[LintFinding]:
-    here = PurePosixPath(file.rel).parent
-    # The context is the Dockerfile's folder or the folder linted (build-push.sh runs `.`).
-    contexts = [here] if str(here) == "." else [here, PurePosixPath(".")]
-    for cdir in contexts:
-        prefix = "" if str(cdir) == "." else f"{cdir}/"
-        ignore = ctx.find(f"{prefix}.dockerignore")
-        envs = [
-            f
-            for f in ctx.files
-            if f.rel.startswith(prefix)
-            and ENV_FILE_NAMES.search(f.rel.removesuffix(_tsuffix(f.rel)))
-        ]
-        if not envs:
+    # The build context is the Dockerfile's folder (the seeds' build-push.sh runs `docker build .`
+    # from the sample root, where the Dockerfile sits).
+    cdir = PurePosixPath(file.rel).parent
+    prefix = "" if str(cdir) == "." else f"{cdir}/"
+    ignore = ctx.find(f"{prefix}.dockerignore")
+    patterns = _ignore_patterns(ignore.text) if ignore else []
+    leaks = []
+    for f in ctx.files:
+        if not f.rel.startswith(prefix):
             continue
-        patterns = _ignore_patterns(ignore.text) if ignore else []
-        for env in envs:
-            inner = env.rel[len(prefix) :]
-            target = inner.removesuffix(_tsuffix(inner))  # the filled-in copy of a template
-            if any(_ignored(target, p) for p in patterns):
-                continue
-            what = (
-                f"{inner} is a template; its filled-in copy {target}"
-                if target != inner
-                else f"{inner}"
-            )
-            reason = "has no .dockerignore" if ignore is None else "has a .dockerignore without it"
-            yield finding(
-                file,
-                1,
-                "B406",
-                f"build context {cdir}/ {reason}: {what} may hold a token and is uploaded "
-                "with every docker build",
-            )
+        inner = f.rel[len(prefix) :]
+        target = inner.removesuffix(_tsuffix(inner))  # a template's filled-in copy sits beside it
+        if ENV_FILE_NAMES.search(target) and not any(_ignored(target, p) for p in patterns):
+            leaks.append(target)
+    if not leaks:
         return
+    leaks = sorted(set(leaks))
+    named = ", ".join(leaks[:3]) + (f" and {len(leaks) - 3} more" if len(leaks) > 3 else "")
+    if ignore is None:
+        what = f"build context {cdir}/ has no .dockerignore"
+    else:
+        what = f"{prefix}.dockerignore does not exclude them"
+    yield finding(
+        file,
+        1,
+        "B406",
+        f"{named} may hold a token and {what}: uploaded with every docker build",
+    )
 
 
 def _tsuffix(rel: str) -> str:

@@ -64,8 +64,21 @@ def parse_env_file(text: str) -> dict[str, tuple[str, int]]:
     return out
 
 
+# Variables only an EP-over-GIN contract sets; a file with one of them is that contract.
+CONTRACT_MARKERS = ("NCCL_GIN_", "EP_", "DEEP_EP_", "NCCL_NET_PLUGIN", "OFI_NCCL_GIN")
+_DEFAULT_RE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*:?[-=]([^}$]*)\}$")
+
+
 def is_contract(env: Mapping[str, object]) -> bool:
-    return sum(1 for k in env if k.startswith(TRANSPORT_PREFIXES)) >= 2
+    return any(k.startswith(CONTRACT_MARKERS) for k in env)
+
+
+def resolve(value: str) -> str | None:
+    """A value as the shell would see it where that is knowable: `${X:-d}` -> d; else None."""
+    m = _DEFAULT_RE.match(value)
+    if m:
+        return m.group(1)
+    return None if "$" in value or "`" in value else value
 
 
 def engines_in(ctx: LintContext) -> set[str]:
@@ -111,9 +124,13 @@ def contract_findings(
 
     `engines` are those the env is for; by default the engines the folder runs.
     """
-    from epdoctor.checks.env import env_findings
+    from epdoctor.checks.env import DEAD_KNOBS, env_findings
 
-    values = {k: v for k, (v, _) in env.items()}
+    resolved = {k: resolve(v) for k, (v, _) in env.items()}
+    # A value only known at run time is passed as set (dead knobs need no value) but its
+    # value findings are dropped: `NCCL_GIN_TYPE=$GIN` is not "not a GIN type".
+    unresolved = {k for k, v in resolved.items() if v is None}
+    values = {k: (v if v is not None else env[k][0]) for k, v in resolved.items()}
     contract = is_contract(values) if contract is None else contract
     engines = engines_in(ctx) if engines is None else set(engines)
     out: list[LintFinding] = []
@@ -123,6 +140,8 @@ def contract_findings(
             continue
         names = [n for e in f.evidence for n in _EVIDENCE_VAR_RE.findall(e)]
         present = [n for n in names if n in env]
+        if any(n in unresolved for n in present) and f.code not in DEAD_KNOBS.values():
+            continue
         if present:
             line = env[present[0]][1]
         elif contract:

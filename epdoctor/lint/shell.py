@@ -13,11 +13,12 @@ embedded elsewhere (Dockerfile RUN lines, command strings in manifests).
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from epdoctor.lint.base import LintContext, LintFinding, RecipeFile, finding, linter
 
@@ -510,20 +511,10 @@ def script_findings(text: str, first_line: int = 1, state: ShellState | None = N
     return hits
 
 
-# Filters that succeed on empty input: without pipefail a `... | head -1` cannot fail.
-NEVER_FAILS_LAST = {
-    "head",
-    "tail",
-    "awk",
-    "sed",
-    "cut",
-    "tr",
-    "sort",
-    "uniq",
-    "cat",
-    "echo",
-    "xargs",
-}
+# Commands that succeed on any input: a pipeline made only of these cannot fail, and without
+# pipefail one ending in them cannot fail either (`... | head -1`, `... | wc -l`).
+NEVER_FAILS = {"head", "tail", "awk", "sed", "cut", "tr", "sort", "uniq", "cat", "wc", "xargs"}
+NEVER_FAILS |= {"echo", "printf", "true", ":", "basename", "dirname"}
 
 
 def _errexit_assignment(
@@ -564,16 +555,17 @@ def _errexit_assignment(
 
 def _can_fail(body: str, pipefail: bool) -> bool:
     """Whether a command substitution's status can be non-zero."""
-    if re.search(r"\|\|\s*(true|:)\s*$", body.strip()):
-        return False
-    last = list(pipelines(body))
-    top = [q for q in last if q.prefix != "$()"]
+    top = [q for q in pipelines(body) if q.prefix != "$()"]
     if not top:
         return True
+    if any(q.before == "||" for q in top):
+        return False  # `$(cmd || echo unknown)`, `$(cmd || true)`: the fallback decides
     final = top[-1]
-    # Without pipefail the pipeline's status is its last command's; a filter succeeds on no input.
-    filtered = len(final.commands) > 1 and final.commands[-1].name in NEVER_FAILS_LAST
-    return pipefail or not filtered
+    names = [c.name for c in final.commands]
+    if all(n in NEVER_FAILS for n in names):
+        return False
+    # Without pipefail the pipeline's status is its last command's.
+    return pipefail or names[-1] not in NEVER_FAILS
 
 
 def _printed_markers(file: RecipeFile, ctx: LintContext) -> list[str]:
@@ -715,13 +707,76 @@ def lint_shell(file: RecipeFile, ctx: LintContext) -> Iterable[LintFinding]:
     for h in hits:
         yield finding(file, h.line, h.code, h.message)
     if file.text.startswith("#!") and not _executable(file.path):
-        yield finding(
-            file,
-            1,
-            "S407",
-            "has a shebang but no execute bit: started by path it fails with Permission denied "
-            "(COPY keeps the mode)",
-        )
+        user = _started_by_path(file, ctx)
+        if user is not None:
+            yield finding(
+                file,
+                1,
+                "S407",
+                f"has a shebang but no execute bit, and {user} uses it by path (not `bash "
+                f"{file.name}`): it fails with Permission denied (COPY keeps the mode)",
+            )
+
+
+WRAPPERS = {"exec", "nohup", "env", "time", "timeout", "srun", "sudo", "setsid", "stdbuf"}
+
+
+def _related(a: PurePosixPath, b: PurePosixPath) -> bool:
+    """Same folder, or one inside the other: a sibling sample's file of the same name is another file."""
+    return a == b or a in b.parents or b in a.parents
+
+
+def runs_by_path(text: str, name: str) -> bool:
+    """Whether a shell text executes a file called `name` by path (`./x.sh`, `exec /opt/x.sh`)."""
+    for p in pipelines(text):
+        for c in p.commands:
+            words = [w for w in c.words if not _ASSIGN_RE.match(w)]
+            while words and Path(words[0]).name in WRAPPERS:
+                words = [w for w in words[1:] if not (w.startswith("-") or w.isdigit())]
+            if words and Path(words[0]).name == name:
+                return True
+            inner = inline_shell(c)
+            if inner is not None and runs_by_path(inner[0], name):
+                return True
+    return False
+
+
+def _yaml_runs_by_path(text: str, name: str) -> bool:
+    # A YAML scalar that *starts* with the script's path (command: ["/opt/x.sh"], - ./x.sh).
+    rx = re.compile(
+        rf"(?:^|[\[,:]|^\s*-)\s*[\"']?[\w./${{}}-]*/{re.escape(name)}[\"']?\s*(?:$|[,\]#])", re.M
+    )
+    return rx.search(text) is not None
+
+
+def _started_by_path(file: RecipeFile, ctx: LintContext) -> str | None:
+    """The first related recipe file that executes this script by path."""
+    from epdoctor.lint.dockerfile import parse
+
+    here = PurePosixPath(file.rel).parent
+    for other in ctx.files:
+        if other.rel == file.rel or file.name not in other.text:
+            continue
+        if not _related(here, PurePosixPath(other.rel).parent):
+            continue
+        if "shell" in other.kinds and runs_by_path(other.text, file.name):
+            return other.rel
+        if "dockerfile" in other.kinds:
+            for ins in parse(other.text):
+                if ins.keyword not in ("RUN", "CMD", "ENTRYPOINT"):
+                    continue
+                body = ins.args
+                if body.lstrip().startswith("["):
+                    try:
+                        argv = json.loads(body)
+                        body = shlex.join(argv) if isinstance(argv, list) else ""
+                    except (ValueError, TypeError):
+                        body = ""
+                if runs_by_path(body, file.name):
+                    return other.rel
+        if other.path.suffix in (".yaml", ".yml") and _yaml_runs_by_path(other.text, file.name):
+            return other.rel
+    return None
 
 
 def _executable(path: Path) -> bool:
