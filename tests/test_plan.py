@@ -110,12 +110,20 @@ def test_vllm_graphs_need_52632():
     assert "E503" not in plan(mode="eager").codes()
 
 
-def test_dynamo_at_its_seed_pin_refuses_graphs():
-    p = plan(engine="dynamo", mode="graphs")
-    assert p.vllm_pin == "e2f993dc4" and levels(p, "E503") == [Level.BLOCKER]
-    bumped = plan(engine="dynamo", mode="graphs", vllm_pin="14617c2b")
-    assert levels(bumped, "E503") == [Level.CAVEAT]
-    assert Level.CAVEAT in levels(bumped, "M508")  # Dynamo never ran at that pin
+@pytest.mark.parametrize("engine", ["vllm", "dynamo"])
+def test_vllm_pin_follows_the_mode_and_names_the_0_26_line(engine):
+    eager = plan(engine=engine)
+    assert eager.vllm_pin == "e2f993dc4"  # the pin both seeds served eager at
+    assert levels(eager, "E401") == [Level.INFO] and eager.verdict is Verdict.SUPPORTED
+    graphs = plan(engine=engine, mode="graphs")
+    assert graphs.vllm_pin == "14617c2b"  # the #52632 merge
+    assert levels(graphs, "E503") == [Level.CAVEAT] and levels(graphs, "E401") == [Level.CAVEAT]
+    refused = plan(engine=engine, mode="graphs", vllm_pin="e2f993dc4")
+    assert levels(refused, "E503") == [Level.BLOCKER]
+    recipe = plan(engine=engine, vllm_pin="14617c2b")
+    assert levels(recipe, "E401") == [Level.CAVEAT] and recipe.verdict is Verdict.CAVEATS
+    stranger = plan(engine=engine, vllm_pin="deadbeef1")
+    assert Level.CAVEAT in levels(stranger, "M508")
 
 
 @pytest.mark.parametrize("engine", ["vllm", "dynamo"])

@@ -47,6 +47,7 @@ class Engine:
     seeds: tuple[str, ...]
     image: str
     vllm_pin: str = ""
+    vllm_graphs_pin: str = ""
     dynamo_version: str = ""
     nccl_hold: str = ""
 
@@ -69,6 +70,7 @@ class VllmCommit:
     sha: str
     version: str
     has_52632: bool
+    served: bool
     note: str
 
 

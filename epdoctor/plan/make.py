@@ -114,7 +114,8 @@ def make_plan(inp: PlanInput) -> Plan:
     nccl_text = inp.nccl or (engine.nccl_hold if transport.gin and engine.nccl_hold else "")
     nccl_text = nccl_text or (transport.default_nccl if transport.gin else "")
     nccl = parse_nccl(nccl_text) if nccl_text else None
-    vllm_pin = (inp.vllm_pin or engine.vllm_pin) if engine.vllm_pin else ""
+    default_pin = engine.vllm_graphs_pin if mode == "graphs" else engine.vllm_pin
+    vllm_pin = (inp.vllm_pin or default_pin) if engine.vllm_pin else ""
     if inp.vllm_pin and not engine.vllm_pin:
         raise PlanInputError(f"{engine.label} does not run on vLLM; drop --vllm-pin")
 

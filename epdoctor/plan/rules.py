@@ -236,12 +236,6 @@ def measured(c: Ctx) -> Iterator[Reason]:
             f"No seed ran {c.engine.label} over {c.transport.label} on {c.instance.type} end to "
             f"end (they ran: {ran}); planned from the mechanism, so run every gate.",
         )
-    if c.engine.vllm_pin and c.vllm_pin != c.engine.vllm_pin:
-        yield _r(
-            "M508",
-            Level.CAVEAT,
-            f"{c.engine.label} ran at vLLM {c.engine.vllm_pin} in the seeds, not {c.vllm_pin}.",
-        )
     if c.engine.key in ("vllm", "dynamo") and pair in c.engine.measured:
         yield _r(
             "M508",
@@ -249,6 +243,84 @@ def measured(c: Ctx) -> Iterator[Reason]:
             "The seeds' end-to-end runs used an earlier substrate; the current pins "
             "(installer-bundled plugin, DeepEP fork 97d8f9bc) were verified at build and "
             "symbol level: the kernel test gate comes before serve.",
+        )
+
+
+@rule
+def vllm_pin_served(c: Ctx) -> Iterator[Reason]:
+    if not c.vllm_pin:
+        return
+    commit = vllm_commit(c.vllm_pin)
+    if commit is None:
+        yield _r(
+            "M508",
+            Level.CAVEAT,
+            f"vLLM {c.vllm_pin} is not a pin the plan knows; no seed served at it.",
+        )
+    elif commit.served and c.mode == "eager" and c.engine.vllm_graphs_pin:
+        yield _r(
+            "E401",
+            Level.INFO,
+            f"Planned on vLLM {commit.sha}, the pin both seeds served eager at; the vLLM "
+            f"recipe now ships {c.engine.vllm_graphs_pin} (the #52632 merge, 0.26 line), "
+            f"verified at interface level only: --vllm-pin {c.engine.vllm_graphs_pin} follows "
+            "it as a caveat.",
+        )
+    elif not commit.served:
+        yield _r(
+            "E401",
+            Level.CAVEAT,
+            f"vLLM {commit.sha} ({commit.version}) is on the 0.26 line: verified at interface "
+            "level only, and the Dynamo seed ruled that line out on this substrate (CUDA launch "
+            "fault). --vllm-pin e2f993dc4 is the pin both seeds served eager at.",
+        )
+
+
+@rule
+def engine_notes(c: Ctx) -> Iterator[Reason]:
+    """Known traps the plan's own output already avoids, named so they can be looked up."""
+    if c.transport.key not in c.engine.transports:
+        return
+    if c.engine.uses_deepep and c.transport.gin:
+        yield _r(
+            "D405",
+            Level.INFO,
+            "The image's CUDA toolkit and the DeepEP fork pin go together (st.bulk and ptxas "
+            "13.0.88); the seeds built on CUDA 13.0, the canonical benchmark on 13.1.2.",
+        )
+    if c.engine.key == "tensorrt-llm":
+        yield _r(
+            "E404",
+            Level.INFO,
+            "NcclEP is reachable only with attention DP and MoE TP 1: the plan serves with "
+            "enable_attention_dp: true and --tp_size = --ep_size.",
+        )
+        yield _r(
+            "E406",
+            Level.INFO,
+            "NcclEP runs LOW_LATENCY + RANK_MAJOR at 1.3.0rc24: the probe's dispatch/combine "
+            "numerics, not a green import, are the gate.",
+        )
+    if c.engine.key == "dynamo" and c.inp.target == "kubernetes":
+        yield _r(
+            "E701",
+            Level.INFO,
+            "Dynamo's /health is 200 before the engine registers: the leader probe also "
+            "requires a non-empty endpoints array.",
+        )
+    if c.inp.target == "kubernetes" and c.inp.nodes > 1:
+        yield _r(
+            "E408",
+            Level.INFO,
+            f"{c.inp.nodes} pods pull the weights at once: set HF_TOKEN or pre-stage the "
+            "model, or expect a 429 restart.",
+        )
+    if c.engine.key in ("vllm", "dynamo"):
+        yield _r(
+            "M702",
+            Level.INFO,
+            "Benchmark deepep_v2 against allgather_reducescatter on the same pods "
+            "(epdoctor run bench --ab allgather_reducescatter) before calling it faster.",
         )
 
 
