@@ -222,3 +222,8 @@ def test_every_code_the_plan_uses_is_catalogued_and_every_plan_trap_is_used():
     assert used and not used - live, sorted(used - live)
     plan_traps = {t.code for t in knowledge.all_traps() if t.code[1] == "5"}
     assert plan_traps <= used, sorted(plan_traps - used)
+
+
+def test_trtllm_below_its_nccl_floor():
+    p = plan(engine="tensorrt-llm", nccl="2.29.7")
+    assert levels(p, "E104") == [Level.BLOCKER]

@@ -101,11 +101,11 @@ def nccl_version(c: Ctx) -> Iterator[Reason]:
                 Level.BLOCKER,
                 f"NCCL {v} with prebuilt libnccl_ep 0.1.0: it is compiled against the "
                 f"{hold} device API and ncclDevComm is not append-only in 2.31 (fields "
-                f"shift mid-struct), the fails-quietly case. Hold NCCL at {hold}.",
+                f"shift mid-struct), the fails-quietly case diagnose reports as E103. Hold NCCL at {hold}.",
             )
         elif v < hold:
             yield _r(
-                "L101",
+                "E104",
                 Level.BLOCKER,
                 f"NCCL {v} is below TensorRT-LLM's _MIN_NCCL_RUNTIME_VERSION {hold}: NcclEP "
                 "raises 'nccl-ep is not installed.'",
