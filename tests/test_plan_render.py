@@ -233,4 +233,5 @@ def test_kubectl_wrappers_need_no_local_env_file(tmp_path):
     p.render(str(tmp_path))
     for name in ("kernel-test.sh", "smoke.sh"):
         text = (tmp_path / "kubernetes" / name).read_text()
-        assert "plan.env" not in text and f"exec {p.name}-0" in text or "for pod in" in text
+        assert "plan.env" not in text
+        assert f"kubectl -n default exec {p.name}-0" in text or "for pod in" in text
