@@ -13,6 +13,7 @@ embedded elsewhere (Dockerfile RUN lines, command strings in manifests).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
@@ -64,7 +65,7 @@ class Command:
     def name(self) -> str:
         for w in self.words:
             if not _ASSIGN_RE.match(w):
-                return Path(w).name
+                return w.rsplit("/", 1)[-1]
         return ""
 
     def args(self) -> list[str]:
@@ -144,6 +145,8 @@ def logical_lines(text: str, first_line: int = 1) -> Iterator[tuple[int, str]]:
 
 
 def _balanced(s: str) -> bool:
+    if not any(q in s for q in "'\"`(\\"):
+        return True  # nothing that can open a multi-line construct
     try:
         shlex.split(_lift_subs(s)[0], comments=True)
     except ValueError:
@@ -213,14 +216,22 @@ KEYWORDS_COND = {"if", "elif", "while", "until", "!"}
 KEYWORDS_SKIP = {"then", "do", "else", "fi", "done", "{", "}", "esac", "time"}
 
 
-def pipelines(text: str, first_line: int = 1) -> Iterator[Pipeline]:
-    """Every pipeline in `text`, including those inside command substitutions."""
+@functools.lru_cache(maxsize=2048)
+def pipelines(text: str, first_line: int = 1) -> tuple[Pipeline, ...]:
+    """Every pipeline in `text`, including those inside command substitutions.
+
+    Several rules walk the same script; the parse is cached (treat the result as read-only).
+    """
+    return tuple(_pipelines(text, first_line))
+
+
+def _pipelines(text: str, first_line: int) -> Iterator[Pipeline]:
     for line, logical in logical_lines(text, first_line):
         lifted, subs = _lift_subs(logical)
         toks = _tokens(lifted)
         yield from _split(toks, subs, line)
         for body in subs:
-            for p in pipelines(body, line):
+            for p in _pipelines(body, line):
                 p.prefix = p.prefix or "$()"
                 yield p
 
@@ -568,16 +579,29 @@ def _can_fail(body: str, pipefail: bool) -> bool:
     return pipefail or names[-1] not in NEVER_FAILS
 
 
+def _echoes(f: RecipeFile, ctx: LintContext) -> list[str]:
+    key = f"echoes:{f.rel}"
+    if key not in ctx.cache:
+        ctx.cache[key] = [
+            " ".join(c.args())
+            for p in pipelines(f.text)
+            for c in p.commands
+            if c.name in ("echo", "printf")
+        ]
+    return ctx.cache[key]  # type: ignore[return-value]
+
+
 def _printed_markers(file: RecipeFile, ctx: LintContext) -> list[str]:
     """What the scripts this one runs print (echo/printf): where its gate's marker may come from."""
     out: list[str] = []
+    here = PurePosixPath(file.rel).parent
     for f in ctx.of_kind("shell"):
-        if f.rel == file.rel or not re.search(rf"(^|[\s/]){re.escape(f.name)}\b", file.text):
+        if f.rel == file.rel or f.name not in file.text:
             continue
-        for p in pipelines(f.text):
-            for c in p.commands:
-                if c.name in ("echo", "printf"):
-                    out.append(" ".join(c.args()))
+        if not _related(here, PurePosixPath(f.rel).parent):
+            continue
+        if re.search(rf"(^|[\s/]){re.escape(f.name)}\b", file.text):
+            out += _echoes(f, ctx)
     return out
 
 
