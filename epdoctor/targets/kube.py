@@ -1,0 +1,587 @@
+"""Kubernetes pods as targets, through the official `kubernetes` client.
+
+Imported only when a Kubernetes flag was given (kube_cli.from_args), so
+`epdoctor --help` and local diagnose never load the client.
+
+One pod is one target. The node probe runs inside the pod's container over the
+websocket exec protocol in one round trip: the script goes on stdin of
+``python3 -`` and stdin is closed with the v5 close-channel frame. Against an
+API server that negotiates only v4 (no way to close stdin), the same script is
+read as exactly N bytes by a one-line loader instead.
+
+Besides the probe, ``side_facts`` gathers what the API server knows about the
+pod: its object, the owning StatefulSet, the namespace's Services, its events,
+its node, and the tail of its container logs (current and previous). Every
+call has a timeout; a read that RBAC forbids becomes an "unseen" reason, not a
+failure of the whole target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from epdoctor.model import TargetInfo
+from epdoctor.targets.base import ProbeOptions, ProbeOutput, Target, TargetError
+from epdoctor.targets.probe_script import node_probe_source
+
+API_TIMEOUT = (5.0, 20.0)  # (connect, read) seconds for every plain API call
+LOG_TAIL_LINES = 400
+LOG_MAX_BYTES = 4 << 20
+SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+V5_CHANNEL = "v5.channel.k8s.io"
+
+# DNS-1123: namespaces are labels (63), pod names subdomains (253).
+_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
+DNS1123_LABEL = re.compile(rf"^{_LABEL}$")
+DNS1123_SUBDOMAIN = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
+# Label keys: optional DNS-subdomain prefix + "/" + name; names and values 63 chars.
+_LABEL_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?"
+_LABEL_KEY = re.compile(rf"^(?:{_LABEL}(?:\.{_LABEL})*/)?{_LABEL_NAME}$")
+_LABEL_VALUE = re.compile(rf"^(?:{_LABEL_NAME})?$")
+_SET_TERM = re.compile(r"^(\S+)\s+(in|notin)\s+\(([^()]*)\)$")
+
+
+def valid_namespace(name: str) -> str:
+    if len(name) > 63 or not DNS1123_LABEL.match(name):
+        raise TargetError(
+            f"invalid namespace {name!r}: a namespace is a DNS-1123 label "
+            "(lowercase letters, digits and '-', at most 63 characters)"
+        )
+    return name
+
+
+def valid_pod_name(name: str) -> str:
+    if len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+        raise TargetError(
+            f"invalid pod name {name!r}: a pod name is a DNS-1123 subdomain "
+            "(lowercase letters, digits, '-' and '.', at most 253 characters)"
+        )
+    return name
+
+
+def valid_container_name(name: str) -> str:
+    if len(name) > 63 or not DNS1123_LABEL.match(name):
+        raise TargetError(f"invalid container name {name!r}: a container name is a DNS-1123 label")
+    return name
+
+
+def valid_selector(selector: str) -> str:
+    """A label selector in kubectl's syntax; anything else is refused before it is sent."""
+    for term in _split_terms(selector):
+        term = term.strip()
+        m = _SET_TERM.match(term)
+        if m:
+            _check_key(m.group(1), selector)
+            for v in m.group(3).split(","):
+                _check_value(v.strip(), selector)
+            continue
+        for op in ("==", "!=", "="):
+            if op in term:
+                key, value = term.split(op, 1)
+                _check_key(key.strip(), selector)
+                _check_value(value.strip(), selector)
+                break
+        else:
+            _check_key(term[1:] if term.startswith("!") else term, selector)
+    return selector
+
+
+def _split_terms(selector: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in selector:
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    return out
+
+
+def _check_key(key: str, selector: str) -> None:
+    name = key.rsplit("/", 1)[-1]
+    if not _LABEL_KEY.match(key) or len(name) > 63:
+        raise TargetError(f"invalid label selector {selector!r}: bad key {key!r}")
+
+
+def _check_value(value: str, selector: str) -> None:
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        raise TargetError(f"invalid label selector {selector!r}: bad value {value!r}")
+
+
+# ---- connection ---------------------------------------------------------------------------
+
+
+@dataclass
+class KubeSession:
+    """One API client for a context, with the namespace that context defaults to."""
+
+    api_client: Any
+    namespace: str
+    context: str
+
+    @classmethod
+    def connect(cls, context: str | None = None, kubeconfig: str | None = None) -> KubeSession:
+        """KUBECONFIG / --kubeconfig / ~/.kube/config, else in-cluster service account."""
+        from kubernetes import client, config
+        from kubernetes.config.config_exception import ConfigException
+
+        path = kubeconfig or _kubeconfig_path()
+        if path:
+            try:
+                contexts, active = config.list_kube_config_contexts(config_file=path)
+                chosen = active
+                if context:
+                    chosen = next((c for c in contexts if c.get("name") == context), None)
+                    if chosen is None:
+                        names = ", ".join(c.get("name", "?") for c in contexts)
+                        raise TargetError(f"no context {context!r} in {path} (have: {names})")
+                api = config.new_client_from_config(config_file=path, context=context)
+            except ConfigException as exc:
+                raise TargetError(f"cannot load kubeconfig {path}: {exc}") from exc
+            ns = ((chosen or {}).get("context") or {}).get("namespace") or "default"
+            return cls(api, ns, (chosen or {}).get("name", ""))
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            cfg = client.Configuration()
+            try:
+                config.load_incluster_config(client_configuration=cfg)
+            except ConfigException as exc:
+                raise TargetError(f"in-cluster config: {exc}") from exc
+            ns = _read(SA_NAMESPACE).strip() or "default"
+            return cls(client.ApiClient(cfg), ns, "in-cluster")
+        raise TargetError(
+            "no Kubernetes configuration: set KUBECONFIG, pass --kubeconfig, "
+            "or run inside a pod with a service account"
+        )
+
+    @property
+    def core(self) -> Any:
+        from kubernetes import client
+
+        return client.CoreV1Api(self.api_client)
+
+    @property
+    def apps(self) -> Any:
+        from kubernetes import client
+
+        return client.AppsV1Api(self.api_client)
+
+    @property
+    def batch(self) -> Any:
+        from kubernetes import client
+
+        return client.BatchV1Api(self.api_client)
+
+    def call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """One API call as parsed JSON (the API's own camelCase shape), with a timeout."""
+        from kubernetes.client.exceptions import ApiException
+
+        kwargs.setdefault("_request_timeout", API_TIMEOUT)
+        try:
+            resp = fn(*args, _preload_content=False, **kwargs)
+        except ApiException as exc:
+            raise KubeApiError(what, exc.status, _api_message(exc)) from exc
+        except Exception as exc:  # urllib3 timeouts, refused connections, TLS errors
+            raise KubeApiError(what, 0, f"{type(exc).__name__}: {exc}") from exc
+        data = resp.data
+        try:
+            return json.loads(data) if data else {}
+        except ValueError:
+            return data.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        try:
+            self.api_client.close()
+        except Exception:
+            pass
+
+
+class KubeApiError(TargetError):
+    def __init__(self, what: str, status: int, message: str) -> None:
+        self.what = what
+        self.status = status
+        self.message = message
+        super().__init__(f"{what}: {_explain(status, message)}")
+
+
+def _explain(status: int, message: str) -> str:
+    if status == 403:
+        return f"forbidden by RBAC ({message}); see docs/rbac/ for the read-only role"
+    if status == 401:
+        return f"unauthorized ({message}): the credentials in this context were refused"
+    if status == 404:
+        return f"not found ({message})"
+    if status == 0:
+        return f"API server unreachable or timed out ({message})"
+    return f"HTTP {status}: {message}"
+
+
+def _api_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if body:
+        try:
+            return json.loads(body).get("message") or str(body)
+        except (ValueError, AttributeError):
+            return str(body)[:300]
+    return str(getattr(exc, "reason", exc))
+
+
+def _kubeconfig_path() -> str | None:
+    env = os.environ.get("KUBECONFIG")
+    if env:
+        first = next((p for p in env.split(os.pathsep) if p and os.path.exists(p)), None)
+        if first:
+            return first
+    home = os.path.expanduser("~/.kube/config")
+    return home if os.path.exists(home) else None
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+# ---- selection ----------------------------------------------------------------------------
+
+
+def select_pods(
+    session: KubeSession,
+    namespace: str | None = None,
+    pod: str | None = None,
+    selector: str | None = None,
+    all_namespaces: bool = False,
+) -> list[dict[str, Any]]:
+    """The pod objects the flags name. A named pod that does not exist is an error."""
+    ns = valid_namespace(namespace or session.namespace)
+    core = session.core
+    if pod:
+        valid_pod_name(pod)
+        try:
+            return [session.call(f"pod {ns}/{pod}", core.read_namespaced_pod, pod, ns)]
+        except KubeApiError as exc:
+            if exc.status == 404:
+                raise TargetError(f'pod "{pod}" not found in namespace "{ns}"') from exc
+            raise
+    kw: dict[str, Any] = {}
+    if selector:
+        kw["label_selector"] = valid_selector(selector)
+    if all_namespaces:
+        doc = session.call("pods (all namespaces)", core.list_pod_for_all_namespaces, **kw)
+    else:
+        doc = session.call(f"pods in {ns}", core.list_namespaced_pod, ns, **kw)
+    pods = list(doc.get("items") or [])
+    if not pods:
+        where = "any namespace" if all_namespaces else f'namespace "{ns}"'
+        what = f"matching {selector!r} " if selector else ""
+        raise TargetError(f"no pods {what}in {where}")
+    return sorted(pods, key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"]))
+
+
+# ---- the pod target ------------------------------------------------------------------------
+
+
+class KubePodTarget(Target):
+    def __init__(self, session: KubeSession, pod: dict[str, Any], container: str | None = None):
+        self.session = session
+        self.pod = pod
+        meta = pod["metadata"]
+        self.namespace = valid_namespace(meta.get("namespace") or session.namespace)
+        self.name = valid_pod_name(meta["name"])
+        self.container = valid_container_name(container) if container else default_container(pod)
+        node = (pod.get("spec") or {}).get("nodeName") or ""
+        detail = {"namespace": self.namespace, "pod": self.name, "container": self.container}
+        if node:
+            detail["node"] = node
+        if session.context:
+            detail["context"] = session.context
+        self.info = TargetInfo(name=f"{self.namespace}/{self.name}", kind="pod", detail=detail)
+
+    # -- probe ------------------------------------------------------------------------------
+
+    def run_probe(self, options: ProbeOptions) -> ProbeOutput:
+        why = not_runnable(self.pod, self.container)
+        if why:
+            raise TargetError(why)
+        t0 = time.monotonic()
+        src = node_probe_source()
+        argv = ["python3", "-", *options.probe_argv()]
+        rc, out, err, proto = self.exec_argv(argv, src, options.timeout_s + 15)
+        if proto is not None and proto != V5_CHANNEL:
+            # v4 cannot close stdin: read exactly the script's length instead.
+            loader = (
+                f"import sys;s=sys.stdin.buffer.read({len(src)});sys.argv[0]='-';"
+                "exec(compile(s,'<stdin>','exec'),{'__name__':'__main__'})"
+            )
+            argv = ["python3", "-c", loader, *options.probe_argv()]
+            rc, out, err, proto = self.exec_argv(argv, src, options.timeout_s + 15, close=False)
+        if rc is None and not out:
+            raise TargetError(f"exec into {self.info.name}: {err.decode('utf-8', 'replace')}")
+        text_err = err.decode("utf-8", "replace")
+        if rc not in (0, None) and not out.strip() and "executable file not found" in text_err:
+            raise TargetError(
+                f"container {self.container!r} of {self.info.name} has no python3: "
+                "the probe needs the image's python3 (name another with --container)"
+            )
+        return ProbeOutput(
+            stdout=out.decode("utf-8", "replace"),
+            stderr=text_err,
+            exit_code=rc,
+            elapsed_s=time.monotonic() - t0,
+        )
+
+    def exec_argv(
+        self, argv: list[str], stdin: bytes, timeout: float, close: bool = True
+    ) -> tuple[int | None, bytes, bytes, str | None]:
+        """Run argv in the container with stdin; (exit code, stdout, stderr, subprotocol)."""
+        from kubernetes.client.exceptions import ApiException
+        from kubernetes.stream import stream
+
+        core = self.session.core
+        try:
+            ws = stream(
+                core.connect_get_namespaced_pod_exec,
+                self.name,
+                self.namespace,
+                container=self.container,
+                command=argv,
+                stdin=bool(stdin),
+                stdout=True,
+                stderr=True,
+                tty=False,
+                _preload_content=False,
+                binary=True,
+                _request_timeout=API_TIMEOUT,
+            )
+        except ApiException as exc:
+            raise TargetError(_exec_refusal(self.info.name, exc)) from exc
+        proto = getattr(ws, "subprotocol", None)
+        try:
+            if proto != V5_CHANNEL and stdin and close:
+                return None, b"", b"", proto  # caller retries with the bounded loader
+            if stdin:
+                ws.write_channel(0, stdin)
+                if close:
+                    ws.close_channel(0)
+            ws.run_forever(timeout=timeout)
+            if ws.is_open():
+                raise TargetError(
+                    f"exec into {self.info.name} did not finish within {timeout:.0f}s"
+                )
+            out = ws.read_channel(1) or b""
+            err = ws.read_channel(2) or b""
+            rc = _exit_code(ws.read_channel(3))
+            if rc is None and not out:
+                raise TargetError(f"exec into {self.info.name}: {_status_message(ws)}")
+            return rc, out, err, proto
+        finally:
+            ws.close()
+
+    def exec(self, command: str, stdin: bytes = b"", timeout: float = 30.0):
+        """`sh -c command` in the container: the Exec shape the launch protocol drives."""
+        rc, out, err, proto = self.exec_argv(["sh", "-c", command], stdin, timeout)
+        if proto is not None and proto != V5_CHANNEL and stdin:
+            raise TargetError("this API server offers only exec v4; cannot close stdin")
+        return rc, out, err
+
+    # -- logs -------------------------------------------------------------------------------
+
+    def read_logs(  # type: ignore[override]
+        self, previous: bool = False, tail_lines: int | None = None, **_: object
+    ) -> Iterator[bytes]:
+        from kubernetes.client.exceptions import ApiException
+
+        kw: dict[str, Any] = {"container": self.container, "previous": previous}
+        if tail_lines:
+            kw["tail_lines"] = int(tail_lines)
+        try:
+            resp = self.session.core.read_namespaced_pod_log(
+                self.name,
+                self.namespace,
+                _preload_content=False,
+                _request_timeout=API_TIMEOUT,
+                **kw,
+            )
+        except ApiException as exc:
+            raise TargetError(
+                f"logs of {self.info.name}: {_explain(exc.status, _api_message(exc))}"
+            ) from exc
+        except Exception as exc:
+            raise TargetError(f"logs of {self.info.name}: {exc}") from exc
+        try:
+            yield from resp.stream(1 << 16)
+        finally:
+            resp.release_conn()
+
+    def log_tail(self, previous: bool) -> tuple[str | None, str]:
+        """(text, reason it is absent) of the last LOG_TAIL_LINES lines."""
+        try:
+            chunks, size = [], 0
+            for chunk in self.read_logs(previous=previous, tail_lines=LOG_TAIL_LINES):
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > LOG_MAX_BYTES:
+                    break
+            return b"".join(chunks).decode("utf-8", "replace"), ""
+        except TargetError as exc:
+            return None, str(exc)
+
+    # -- what the API server knows ----------------------------------------------------------
+
+    def side_facts(self, diagnosis: Any = None) -> dict[str, Any]:
+        """Raw objects for the kube checks (domain "kube"); forbidden reads become reasons."""
+        s = self.session
+        core, apps = s.core, s.apps
+        facts: dict[str, Any] = {"pod": self.pod, "container": self.container, "unseen": {}}
+        unseen: dict[str, str] = facts["unseen"]
+
+        def get(key: str, what: str, fn: Any, *args: Any, **kw: Any) -> Any:
+            try:
+                return s.call(what, fn, *args, **kw)
+            except TargetError as exc:
+                unseen[key] = str(exc)
+                return None
+
+        fresh = get(
+            "pod", f"pod {self.info.name}", core.read_namespaced_pod, self.name, self.namespace
+        )
+        if isinstance(fresh, dict):
+            facts["pod"] = self.pod = fresh
+            unseen.pop("pod", None)
+        sel = f"involvedObject.name={self.name},involvedObject.kind=Pod"
+        ev = get("events", "events", core.list_namespaced_event, self.namespace, field_selector=sel)
+        facts["events"] = (ev or {}).get("items") if isinstance(ev, dict) else None
+        node_name = (self.pod.get("spec") or {}).get("nodeName")
+        if node_name:
+            facts["node"] = get("node", f"node {node_name}", core.read_node, node_name)
+        else:
+            facts["node"] = None
+            unseen["node"] = "the pod is not scheduled on a node yet"
+        owner = next(
+            (
+                o
+                for o in self.pod["metadata"].get("ownerReferences") or []
+                if o.get("kind") == "StatefulSet"
+            ),
+            None,
+        )
+        if owner:
+            facts["statefulset"] = get(
+                "statefulset",
+                f"statefulset {owner['name']}",
+                apps.read_namespaced_stateful_set,
+                owner["name"],
+                self.namespace,
+            )
+        svcs = get("services", "services", core.list_namespaced_service, self.namespace)
+        facts["services"] = (svcs or {}).get("items") if isinstance(svcs, dict) else None
+        restarted = any(
+            (cs.get("restartCount") or 0) > 0 or (cs.get("lastState") or {}).get("terminated")
+            for cs in (self.pod.get("status") or {}).get("containerStatuses") or []
+            if cs.get("name") == self.container
+        )
+        logs: dict[str, Any] = {}
+        if _container_started(self.pod, self.container):
+            logs["current"], why = self.log_tail(previous=False)
+            if why:
+                unseen["logs"] = why
+        if restarted:
+            logs["previous"], why = self.log_tail(previous=True)
+            if why:
+                unseen["logs.previous"] = why
+        facts["logs"] = logs
+        node = getattr(diagnosis, "node", None) if diagnosis is not None else None
+        facts["probe_ran"] = node is not None
+        return {"kube": facts}
+
+    def close(self) -> None:
+        pass  # the session is shared by every pod target; kube_cli closes it
+
+
+def default_container(pod: dict[str, Any]) -> str:
+    ann = (pod["metadata"].get("annotations") or {}).get("kubectl.kubernetes.io/default-container")
+    containers = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
+    if ann and ann in containers:
+        return ann
+    if not containers:
+        raise TargetError(f"pod {pod['metadata']['name']} has no containers")
+    return containers[0]
+
+
+def not_runnable(pod: dict[str, Any], container: str) -> str:
+    """Why the probe cannot run in this pod's container now ("" when it can)."""
+    name = pod["metadata"]["name"]
+    phase = (pod.get("status") or {}).get("phase") or "Unknown"
+    if phase != "Running":
+        return f"pod {name} is {phase}: the probe cannot run until it is Running"
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") != container:
+            continue
+        state = cs.get("state") or {}
+        if "running" not in state:
+            waiting = (state.get("waiting") or {}).get("reason") or next(iter(state), "not running")
+            return f"container {container} of pod {name} is {waiting}: the probe cannot run in it"
+        return ""
+    names = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
+    if container not in names:
+        return f"pod {name} has no container {container!r} (has: {', '.join(names)})"
+    return ""
+
+
+def _container_started(pod: dict[str, Any], container: str) -> bool:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == container:
+            state = cs.get("state") or {}
+            return "running" in state or "terminated" in state or bool(cs.get("restartCount"))
+    return False
+
+
+def _exit_code(status: bytes | str | None) -> int | None:
+    if not status:
+        return None
+    try:
+        doc = json.loads(status)
+    except ValueError:
+        return None
+    if doc.get("status") == "Success":
+        return 0
+    for cause in (doc.get("details") or {}).get("causes") or []:
+        if cause.get("reason") == "ExitCode":
+            try:
+                return int(cause.get("message"))
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def _status_message(ws: Any) -> str:
+    try:
+        doc = json.loads(ws.read_channel(3) or b"{}")
+        return doc.get("message") or "no output and no exit status"
+    except ValueError:
+        return "no output and no exit status"
+
+
+def _exec_refusal(target: str, exc: Any) -> str:
+    # The websocket client folds the handshake's HTTP status into the reason text.
+    text = str(getattr(exc, "reason", "") or exc)
+    if getattr(exc, "status", 0) == 403 or "403" in text or "Forbidden" in text:
+        return (
+            f"exec into {target} is forbidden: this identity lacks `create` on pods/exec in the "
+            "pod's namespace, so the node probe cannot run inside the container. Pod state, "
+            "events and logs are still read. Grant docs/rbac/diagnose-exec.yaml, or run "
+            "`epdoctor diagnose` on the node itself."
+        )
+    if "404" in text:
+        return f"exec into {target}: the pod is gone (404)"
+    return f"exec into {target} failed: {text}"
