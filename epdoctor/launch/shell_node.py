@@ -35,7 +35,10 @@ def start_script(spec: ProcSpec) -> str:
     inner = f"{cd}({cmd}) >> {log} 2>&1; echo $? > {rc}"
     return (
         f'mkdir -p "$(dirname {log})" && rm -f {rc} && '
-        f"setsid sh -c {shlex.quote(inner)} < /dev/null > /dev/null 2>&1 & echo $!"
+        f"setsid sh -c {shlex.quote(inner)} < /dev/null > /dev/null 2>&1 & p=$!; "
+        # answer once setsid() made the group, so stop() reaches all of it
+        f"i=0; while [ $i -lt 50 ] && ! kill -s 0 -- -$p 2>/dev/null && kill -s 0 $p 2>/dev/null;"
+        f" do sleep 0.02; i=$((i+1)); done; echo $p"
     )
 
 
@@ -58,7 +61,9 @@ class ShellProc(Proc):
         rcfile = shlex.quote(self.spec.log_path + ".rc")
         rc, out, _ = self.node.exec(
             f"if [ -s {rcfile} ]; then cat {rcfile}; "
-            f"elif kill -s 0 -- -{self._pgid} 2>/dev/null; then echo running; "
+            # the group, or its leader before setsid() made the group
+            f"elif kill -s 0 -- -{self._pgid} 2>/dev/null || kill -s 0 {self._pgid} 2>/dev/null; "
+            f"then echo running; "
             # it may have written its status between the two looks
             f"elif [ -s {rcfile} ]; then cat {rcfile}; else echo gone; fi",
             b"",
