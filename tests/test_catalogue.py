@@ -118,3 +118,35 @@ def test_lint_detected_traps_have_a_lint_rule():
 
     missing = sorted(claimed - codes - set(DEAD_KNOBS.values()))
     assert not missing, f"catalogue says lint detects these, but no lint rule emits them: {missing}"
+
+
+def _corpus(*folders: Path, skip: tuple[str, ...] = ()) -> str:
+    out = []
+    for folder in folders:
+        for p in folder.rglob("*"):
+            wanted = p.suffix in (".py", ".toml", ".json", ".yaml", ".txt", ".log")
+            if wanted and p.is_file() and not any(s in p.as_posix() for s in skip):
+                out.append(p.read_text(encoding="utf-8", errors="replace"))
+    return "\n".join(out)
+
+
+def test_every_detected_trap_has_a_detector():
+    """A trap whose `detect` is not explain-only is emitted by some code (check, log rule,
+    lint rule, plan or launch verdict, or their data tables)."""
+    src = _corpus(REPO / "epdoctor", REPO / "probes", skip=("knowledge/traps/", "redirects.toml"))
+    missing = [
+        t.code
+        for t in knowledge.all_traps()
+        if not t.explain_only and not re.search(rf"\b{t.code}\b", src)
+    ]
+    assert not missing, f"detect names a detector, but no source emits these codes: {missing}"
+
+
+def test_every_detected_trap_is_tested():
+    src = _corpus(REPO / "tests", skip=("test_catalogue.py", "test_docs.py"))
+    missing = [
+        t.code
+        for t in knowledge.all_traps()
+        if not t.explain_only and not re.search(rf"\b{t.code}\b", src)
+    ]
+    assert not missing, f"no test names these detected codes: {missing}"

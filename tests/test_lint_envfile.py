@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from epdoctor.lint import lint_paths
 from epdoctor.lint.envfile import parse_env_file
 from epdoctor.lint.shell import script_findings
@@ -133,3 +135,31 @@ def test_a_generic_nccl_env_file_is_not_an_ep_contract(tmp_path):
         tmp_path, {"env_vars.example": "export NCCL_DEBUG=INFO\nexport FI_EFA_USE_DEVICE_RDMA=1\n"}
     )
     assert got == set()
+
+
+# Each knob as an env file sets it (composed from the seeds' review findings), and the code the
+# shared env contract gives it: lint reports it on the line that sets it.
+KNOB_CASES = [
+    ("EP_EFA_MAX_QPS=2", "C105"),  # from DeepEP #612, not read by the amazon-contributing fork
+    ("TRTLLM_LOG_LEVEL=INFO", "C106"),  # TensorRT-LLM reads TLLM_LOG_LEVEL
+    ("OFI_NCCL_GIN_TYPE=2", "C107"),  # only in aws-ofi-nccl 1.20.0
+    ("NCCL_GIN_ENABLE=0", "T105"),
+    ("NCCL_NET=Socket", "T106"),
+]
+
+
+@pytest.mark.parametrize(("line", "code"), KNOB_CASES)
+def test_env_contract_codes_in_an_env_file(tmp_path, line, code):
+    env = f"NCCL_GIN_TYPE=2\nNCCL_SOCKET_IFNAME=^docker,lo,veth\nFI_PROVIDER=efa\n{line}\n"
+    assert lint(tmp_path / "a", {"transport.env": env}) == {("transport.env", 4, code)}
+    fixed = env.replace(line + "\n", "")
+    assert lint(tmp_path / "b", {"transport.env": fixed}) == set()
+
+
+def test_dmabuf_off_only_matters_for_efa_gda(tmp_path):
+    gda = "NCCL_GIN_TYPE=5\nNCCL_SYM_GIN_KERNELS_ENABLE=0\nNCCL_SOCKET_IFNAME=eth0\n"
+    got = lint(tmp_path / "a", {"transport.env": gda + "OFI_NCCL_DISABLE_DMABUF=1\n"})
+    assert ("transport.env", 4, "T104") in got
+    proxy = gda.replace("NCCL_GIN_TYPE=5", "NCCL_GIN_TYPE=2")
+    got = lint(tmp_path / "b", {"transport.env": proxy + "OFI_NCCL_DISABLE_DMABUF=1\n"})
+    assert "T104" not in {c for _, _, c in got}
