@@ -243,3 +243,18 @@ def test_s407_dockerfile_cmd_by_path(tmp_path):
     assert lint_paths([tmp_path]).active == []  # COPY alone starts nothing
     (tmp_path / "Dockerfile").write_text(df + 'CMD ["/opt/serve.sh"]\n')
     assert [f.code for f in lint_paths([tmp_path]).active] == ["S407"]
+
+
+def test_s408_rendezvous_by_ip():
+    fires = (
+        "#!/bin/bash\nexport MASTER_ADDR=10.240.84.22\n"
+        "vllm serve M --headless --data-parallel-address 10.240.84.22\n"
+        "torchrun --master_addr=10.1.2.3 t.py\n"
+    )
+    assert hits(fires) == [("S408", 2), ("S408", 3), ("S408", 4)]
+    quiet = (
+        "#!/bin/bash\nexport MASTER_ADDR=vllm-deepep-v2-0.vllm-deepep-v2.ns.svc.cluster.local\n"
+        'vllm serve M --headless --data-parallel-address "$LEADER_IP"\n'
+        "torchrun --master-addr=127.0.0.1 t.py\n"
+    )
+    assert hits(quiet) == []

@@ -390,6 +390,16 @@ def _pipeline_rules(p: Pipeline, state: ShellState) -> list[Hit]:
                             "require 'Selected provider is efa'",
                         )
                     )
+        for opt, value in _rendezvous_values(c):
+            if _IPV4_RE.fullmatch(value.split(":")[0]) and not value.startswith("127."):
+                hits.append(
+                    Hit(
+                        c.line,
+                        "S408",
+                        f"{opt}{value}: a pod IP changes when the pod restarts; use the leader's "
+                        "headless-Service DNS name",
+                    )
+                )
         if c.name == "torchrun":
             joined = " ".join(c.words)
             if TEST_EP_RE.search(joined):
@@ -454,6 +464,25 @@ def _pipeline_rules(p: Pipeline, state: ShellState) -> list[Hit]:
                             )
                         )
     return hits
+
+
+RENDEZVOUS_OPTS = ("--data-parallel-address", "--master-addr", "--master_addr", "--rdzv-endpoint")
+RENDEZVOUS_VARS = ("MASTER_ADDR", "LEADER_ADDR", "LEADER_IP")
+_IPV4_RE = re.compile(r"(\d{1,3}\.){3}\d{1,3}")
+
+
+def _rendezvous_values(c: Command) -> list[tuple[str, str]]:
+    out = []
+    for w in c.words:
+        name, eq, value = w.partition("=")
+        if eq and name in RENDEZVOUS_VARS and (c.name == "export" or _ASSIGN_RE.match(w)):
+            out.append((name + "=", value))
+    args = c.args()
+    for opt in RENDEZVOUS_OPTS:
+        v = _option_value(args, (opt, opt.replace("-", "_")))
+        if v is not None:
+            out.append((opt + " ", v))
+    return out
 
 
 def _option_value(args: list[str], names: tuple[str, ...]) -> str | None:
