@@ -1,0 +1,1 @@
+"""Log analysis (documented below when complete)."""
