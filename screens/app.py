@@ -1,0 +1,208 @@
+"""EpdoctorApp: the modes (screens), the header state, key help and the command palette.
+
+The app holds what every screen shares: the target flags, the diagnoses of the
+last run, the current plan and the launches in flight (so one stop reaches
+everything started). Screens do their I/O in thread workers and answer with the
+typed messages of epdoctor.screens.messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from textual.app import App
+from textual.binding import Binding
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from epdoctor.checks.base import Context
+
+
+@dataclass
+class Shared:
+    """What the screens share (the app's model; nothing here draws)."""
+
+    target_argv: list[str] = field(default_factory=list)  # `epdoctor diagnose`-style flags
+    ctx: Context = field(default_factory=Context)
+    diagnoses: list[Any] = field(default_factory=list)
+    fleet: list[Any] = field(default_factory=list)
+    plan: Any | None = None  # epdoctor.plan.Plan
+    plan_dir: str = ""
+    launches: list[Any] = field(default_factory=list)  # runs with .stop() -> list[str]
+    target_label: str = "not diagnosed yet"
+
+    def plan_label(self) -> str:
+        p = self.plan
+        if p is None:
+            return "none"
+        return (
+            f"{p.input.engine} {p.input.transport} {p.input.nodes}x{p.instance} ({p.verdict.value})"
+        )
+
+
+class EpdoctorApp(App[int]):
+    """epdoctor tui."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "epdoctor"
+    ENABLE_COMMAND_PALETTE = True
+    BINDINGS = [
+        Binding("f2", "show('targets')", "Targets"),
+        Binding("f3", "show('traps')", "Traps"),
+        Binding("f4", "show('wizard')", "Plan"),
+        Binding("f5", "show('launch')", "Launch"),
+        Binding("f6", "show('tour')", "Tour"),
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+    ]
+
+    def __init__(
+        self,
+        target_argv: Sequence[str] = (),
+        ctx: Context | None = None,
+        plan_path: str | None = None,
+        start: str = "targets",
+        diagnose_on_start: bool = True,
+    ) -> None:
+        from epdoctor.screens.launch import LaunchScreen
+        from epdoctor.screens.targets import TargetsScreen
+        from epdoctor.screens.tour import TourScreen
+        from epdoctor.screens.traps import TrapsScreen
+        from epdoctor.screens.wizard import WizardScreen
+
+        self.MODES = {
+            "targets": TargetsScreen,
+            "traps": TrapsScreen,
+            "wizard": WizardScreen,
+            "launch": LaunchScreen,
+            "tour": TourScreen,
+        }
+        super().__init__()
+        self.shared = Shared(target_argv=list(target_argv), ctx=ctx or Context())
+        self.start_mode = start
+        self.diagnose_on_start = diagnose_on_start
+        if plan_path:
+            self.shared.plan = load_plan_file(plan_path)
+            self.shared.plan_dir = plan_path
+
+    COMMANDS = App.COMMANDS | {lambda: ActionsProvider}
+
+    def on_mount(self) -> None:
+        self.update_header()
+        self.switch_mode(self.start_mode)
+
+    # --- shared state -------------------------------------------------------
+    def update_header(self) -> None:
+        s = self.shared
+        self.sub_title = f"target: {s.target_label} · plan: {s.plan_label()}"
+
+    def set_plan(self, plan: Any, directory: str = "") -> None:
+        self.shared.plan = plan
+        if directory:
+            self.shared.plan_dir = directory
+        self.update_header()
+
+    def stop_all(self) -> list[str]:
+        """Stop every launch this app started; the lines say what was done."""
+        lines: list[str] = []
+        for run in list(self.shared.launches):
+            try:
+                lines += run.stop()
+            except Exception as exc:  # one failing stop must not spare the others
+                lines.append(f"stop failed: {exc}")
+        return lines
+
+    # --- actions ------------------------------------------------------------
+    def action_show(self, mode: str) -> None:
+        self.switch_mode(mode)
+
+    def explain(self, code: str, finding: Any | None = None) -> None:
+        from epdoctor.screens.explain import ExplainScreen
+
+        from epdoctor import knowledge
+
+        try:
+            knowledge.get(code)
+        except KeyError:
+            self.notify(f"{code} is not in the catalogue", severity="warning")
+            return
+        self.push_screen(ExplainScreen(code, finding))
+
+    def palette_actions(self) -> list[tuple[str, str, Callable[[], Any]]]:
+        """(name, help, callback) for every action the palette offers."""
+        acts: list[tuple[str, str, Callable[[], Any]]] = [
+            ("Targets", "diagnosed nodes, facts and findings", partial(self.switch_mode, "targets")),
+            ("Diagnose again", "probe the targets again", self._palette_diagnose),
+            ("Traps", "the whole trap catalogue", partial(self.switch_mode, "traps")),
+            ("Plan wizard", "engine, transport, instance: the verdict", partial(self.switch_mode, "wizard")),
+            ("Launch", "kernel test, serve, smoke, bench", partial(self.switch_mode, "launch")),
+            ("Stop everything started", "stop every launch in flight", self._palette_stop),
+            ("Guided tour", "the stack, layer by layer", partial(self.switch_mode, "tour")),
+            ("Quit", "leave epdoctor", self.exit),
+        ]  # fmt: skip
+        return acts
+
+    def _palette_diagnose(self) -> None:
+        self.switch_mode("targets")
+        screen = self.screen
+        if hasattr(screen, "action_diagnose"):
+            screen.action_diagnose()
+
+    def _palette_stop(self) -> None:
+        lines = self.stop_all()
+        self.notify("\n".join(lines) or "nothing is running")
+
+
+class ActionsProvider(Provider):
+    """Every app action, and `Explain CODE` for every trap in the catalogue."""
+
+    def _entries(self) -> list[tuple[str, str, Callable[[], Any]]]:
+        from epdoctor import knowledge
+
+        app = self.app
+        assert isinstance(app, EpdoctorApp)
+        out = list(app.palette_actions())
+        for t in knowledge.all_traps():
+            out.append((f"Explain {t.code}", t.title, partial(app.explain, t.code)))
+        return out
+
+    async def discover(self) -> Hits:
+        for name, help_text, cb in self._entries():
+            if not name.startswith("Explain "):
+                yield DiscoveryHit(name, cb, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name, help_text, cb in self._entries():
+            score = max(matcher.match(name), matcher.match(f"{name} {help_text}") * 0.8)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), cb, help=help_text)
+
+
+def load_plan_file(path: str) -> Any:
+    """A plan.json written by `epdoctor plan -o DIR`, made again from its input."""
+    import json
+
+    from epdoctor.plan import PlanInput, make_plan
+
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    fields = dict(doc.get("input") or {})
+    fields["hosts"] = tuple(fields.get("hosts") or ())
+    known = set(PlanInput.__dataclass_fields__)
+    return make_plan(PlanInput(**{k: v for k, v in fields.items() if k in known}))
+
+
+def make_app(args: Any) -> EpdoctorApp:
+    """The app for `epdoctor tui` (the tests build it the same way)."""
+    return EpdoctorApp(
+        target_argv=list(getattr(args, "target_argv", []) or []),
+        ctx=Context(
+            transport=getattr(args, "transport", None),
+            engine=getattr(args, "engine", None),
+            instance=getattr(args, "instance", None),
+        ),
+        plan_path=getattr(args, "plan", None),
+        start=getattr(args, "start", None) or "targets",
+    )

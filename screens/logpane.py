@@ -1,0 +1,119 @@
+"""LogPane: one live log stream, with a capped window of lines, drawn lazily.
+
+Lines arrive in batches (the launch screen flushes a shared buffer a few times
+a second), so a flood of output costs one refresh per batch, not per line.
+Only the visible rows are rendered (render_line), and the pane keeps at most
+`max_lines`: memory stays bounded however long a run goes. Known signatures
+get a style from the launch layer's highlighter; a search term is marked and
+`next_match` jumps between hits.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+MAX_LINES = 2000
+_STYLES: dict[str, Style] = {}
+_MATCH = Style(reverse=True, bold=True)
+
+
+def _style(name: str | None) -> Style:
+    if not name:
+        return Style.null()
+    got = _STYLES.get(name)
+    if got is None:
+        got = _STYLES[name] = Style.parse(name)
+    return got
+
+
+class LogPane(ScrollView, can_focus=True):
+    """A capped, searchable, follow-the-tail view of one stream."""
+
+    def __init__(
+        self,
+        name: str,
+        styler: Callable[[str], str | None] | None = None,
+        max_lines: int = MAX_LINES,
+        **kw: object,
+    ) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.stream = name
+        self.styler = styler or (lambda line: None)
+        self.lines: deque[tuple[str, str | None]] = deque(maxlen=max_lines)
+        self.total = 0
+        self.search = ""
+        self.follow = True
+        self._width = 0
+        self.border_title = name
+
+    def add_lines(self, lines: Iterable[str]) -> None:
+        """Append a batch (called on the UI thread); one refresh for the whole batch."""
+        n0 = self.total
+        for line in lines:
+            line = line.expandtabs(4)
+            self.lines.append((line, self.styler(line)))
+            self.total += 1
+            if len(line) > self._width:
+                self._width = min(len(line), 4096)
+        if self.total == n0:
+            return
+        at_end = self.follow
+        self.virtual_size = Size(self._width, len(self.lines))
+        self.border_title = f"{self.stream} ({self.total} lines)"
+        if at_end:
+            self.scroll_to(
+                y=max(0, len(self.lines) - self.scrollable_content_region.height), animate=False
+            )
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        index = scroll_y + y
+        width = self.scrollable_content_region.width
+        if index >= len(self.lines):
+            return Strip.blank(width, self.rich_style)
+        text, style_name = self.lines[index]
+        base = _style(style_name)
+        segments: list[Segment] = []
+        if self.search and self.search in text:
+            pos = 0
+            while (hit := text.find(self.search, pos)) >= 0:
+                segments.append(Segment(text[pos:hit], base))
+                segments.append(Segment(self.search, base + _MATCH))
+                pos = hit + len(self.search)
+            segments.append(Segment(text[pos:], base))
+        else:
+            segments.append(Segment(text, base))
+        strip = Strip(segments).crop(scroll_x, scroll_x + width)
+        return strip.extend_cell_length(width).apply_style(self.rich_style)
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        self.follow = new >= self.max_scroll_y
+
+    def set_search(self, term: str) -> int:
+        """Mark `term`; returns how many kept lines contain it."""
+        self.search = term
+        self.refresh()
+        return sum(1 for text, _ in self.lines if term and term in text)
+
+    def next_match(self) -> bool:
+        """Scroll to the next line (after the top one) containing the search term."""
+        if not self.search:
+            return False
+        start = int(self.scroll_offset.y) + 1
+        n = len(self.lines)
+        for k in range(n):
+            i = (start + k) % n
+            if self.search in self.lines[i][0]:
+                self.follow = False
+                self.scroll_to(y=i, animate=False)
+                return True
+        return False

@@ -1,0 +1,85 @@
+"""Typed messages the workers post back to the screens (one place for all of them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from textual.message import Message
+
+
+@dataclass
+class TargetsResolved(Message):
+    """The target flags named these targets (before any is probed)."""
+
+    names: list[str]
+
+
+@dataclass
+class TargetProgress(Message):
+    """One target changed state: start, done or error."""
+
+    name: str
+    state: str
+
+
+@dataclass
+class DiagnosisDone(Message):
+    diagnoses: list[Any]  # epdoctor.diagnose.Diagnosis
+    fleet: list[Any]  # fleet-level findings (drift), when the core has them
+
+
+@dataclass
+class DiagnosisFailed(Message):
+    error: str
+
+
+@dataclass
+class PlanComputed(Message):
+    plan: Any | None  # epdoctor.plan.Plan
+    error: str = ""
+
+
+@dataclass
+class PlanWritten(Message):
+    directory: str
+    files: list[str]
+    error: str = ""
+
+
+@dataclass
+class SafeOutput(Message):
+    """Output of one read-only command from a trap's fix.safe list."""
+
+    command: str
+    rc: int | None
+    output: str
+
+
+@dataclass
+class LaunchStarted(Message):
+    what: str
+    commands: list[str]
+
+
+@dataclass
+class GateUpdate(Message):
+    gate: str
+    state: str
+    summary: str
+    code: str | None = None
+
+
+@dataclass
+class LaunchFinding(Message):
+    source: str
+    finding: Any  # epdoctor.model.Finding
+
+
+@dataclass
+class LaunchDone(Message):
+    what: str
+    status: str  # pass / fail / warn / unknown / interrupted / error
+    gates: list[Any]  # epdoctor.launch.gates.Gate
+    stopped: list[str]
+    error: str = ""

@@ -1,0 +1,309 @@
+"""Targets: diagnose the local host, SSH hosts, Kubernetes pods or bundles, concurrently.
+
+The target field takes the same flags as `epdoctor diagnose` (`--bundle FILE`,
+the SSH and Kubernetes flags of whichever target providers are installed), and
+they are parsed by the same provider code, so the TUI and the command select
+the same targets. One table row per target: its probe state, then the key facts
+with values that differ between nodes marked; below, the findings grouped by
+severity with their evidence. Enter on a finding opens its explanation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from collections import Counter
+from typing import Any
+
+from epdoctor.screens.messages import (
+    DiagnosisDone,
+    DiagnosisFailed,
+    TargetProgress,
+    TargetsResolved,
+)
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input, Static, Tree
+
+from epdoctor.knowledge.tour import fact_text
+from epdoctor.model import Finding, Status
+from epdoctor.reports.common import headline, layer_name, sort_findings
+
+STATE_LABEL = {"waiting": "waiting", "start": "probing…", "done": "done", "error": "ERROR"}
+SEVERITY_ORDER = (Status.FAIL, Status.WARN, Status.UNKNOWN, Status.PASS, Status.SKIP)
+SEVERITY_LABEL = {
+    Status.FAIL: "FAIL",
+    Status.WARN: "WARN",
+    Status.UNKNOWN: "UNKNOWN (could not be verified)",
+    Status.PASS: "PASS",
+    Status.SKIP: "not applicable",
+}
+
+
+def _plugin(facts: dict[str, Any]) -> Any:
+    plugins = facts.get("plugins")
+    if not isinstance(plugins, list):
+        return plugins
+    if not plugins:
+        return "none"
+    return "; ".join("GIN " + (",".join(p.get("gin") or []) or "none") for p in plugins)
+
+
+def _nccl(facts: dict[str, Any]) -> Any:
+    nccl = facts.get("nccl")
+    if not isinstance(nccl, list):
+        return nccl
+    return ", ".join(str(n.get("version")) for n in nccl) or "none"
+
+
+# (column, how to read it from NodeFacts.summary())
+KEY_FACTS: tuple[tuple[str, Any], ...] = (
+    ("driver", lambda f: f.get("driver")),
+    ("NCCL", _nccl),
+    ("efa.ko", lambda f: f.get("efa_ko")),
+    ("gdrdrv", lambda f: f.get("gdrdrv")),
+    ("installer", lambda f: f.get("efa_installer")),
+    ("plugin", _plugin),
+    ("EFA devs", lambda f: f.get("efa_devices")),
+    ("hw_counters", lambda f: f.get("hw_counters")),
+)
+
+
+def fact_cells(facts: dict[str, Any]) -> list[str]:
+    if not facts:
+        return ["-"] * len(KEY_FACTS)
+    return [fact_text(read(facts)) for _, read in KEY_FACTS]
+
+
+def drift_columns(rows: list[list[str]]) -> list[set[int]]:
+    """Per row, the columns whose value differs from the most common one among the nodes."""
+    marks: list[set[int]] = [set() for _ in rows]
+    if len(rows) < 2:
+        return marks
+    for col in range(len(KEY_FACTS)):
+        values = [r[col] for r in rows if r[col] != "-"]
+        if len(set(values)) < 2:
+            continue
+        common, _ = Counter(values).most_common(1)[0]
+        for i, r in enumerate(rows):
+            if r[col] != "-" and r[col] != common:
+                marks[i].add(col)
+    return marks
+
+
+def parse_target_flags(argv: list[str]) -> argparse.Namespace:
+    """The same flags `epdoctor diagnose` takes, parsed by the same providers."""
+    from epdoctor.targets.selection import add_target_arguments
+
+    p = argparse.ArgumentParser(prog="targets", add_help=False, exit_on_error=False)
+    add_target_arguments(p)
+    try:
+        ns, rest = p.parse_known_args(argv)
+    except (argparse.ArgumentError, SystemExit) as exc:
+        raise ValueError(f"bad target flags: {exc}") from exc
+    if rest:
+        raise ValueError(f"unknown target flags: {' '.join(rest)}")
+    return ns
+
+
+def describe_targets(targets: list[Any]) -> str:
+    if not targets:
+        return "none"
+    kinds = Counter(t.info.kind for t in targets)
+    if len(targets) == 1:
+        return f"{targets[0].info.name} ({targets[0].info.kind})"
+    return f"{len(targets)} targets (" + ", ".join(f"{n} {k}" for k, n in kinds.items()) + ")"
+
+
+class TargetsScreen(Screen[None]):
+    BINDINGS = [
+        Binding("ctrl+r", "diagnose", "Diagnose"),
+        Binding("slash", "focus_flags", "Targets"),
+        Binding("e", "explain", "Explain"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Input(
+            placeholder="targets: empty = this host; --bundle FILE, SSH or -n NS -l SELECTOR flags",
+            id="target-flags",
+        )
+        yield Static("", id="target-summary", markup=False)
+        yield DataTable(id="target-table", cursor_type="row")
+        yield Tree("findings", id="findings")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        app = self.app
+        shared = app.shared  # type: ignore[attr-defined]
+        flags = self.query_one("#target-flags", Input)
+        flags.value = shlex.join(shared.target_argv)
+        table = self.query_one("#target-table", DataTable)
+        table.add_columns("target", "state", *(c for c, _ in KEY_FACTS))
+        tree = self.query_one("#findings", Tree)
+        tree.show_root = False
+        tree.auto_expand = False  # Enter explains; Space opens the evidence
+        if shared.diagnoses:
+            self._show(shared.diagnoses, shared.fleet)
+        elif getattr(app, "diagnose_on_start", True):
+            self.action_diagnose()
+        table.focus()
+
+    # --- diagnose -----------------------------------------------------------
+    def action_diagnose(self) -> None:
+        raw = self.query_one("#target-flags", Input).value
+        try:
+            argv = shlex.split(raw)
+        except ValueError as exc:
+            self.notify(f"cannot read the target flags: {exc}", severity="error")
+            return
+        self.app.shared.target_argv = argv  # type: ignore[attr-defined]
+        self.query_one("#target-summary", Static).update("resolving targets…")
+        self._diagnose(argv)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "target-flags":
+            self.action_diagnose()
+            self.query_one("#target-table", DataTable).focus()
+
+    @work(thread=True, exclusive=True, group="diagnose")
+    def _diagnose(self, argv: list[str]) -> None:
+        from epdoctor.commands.diagnose import _fleet_findings
+        from epdoctor.diagnose import diagnose_many
+        from epdoctor.targets.base import ProbeOptions, TargetError
+        from epdoctor.targets.selection import targets_from_args
+
+        try:
+            targets = targets_from_args(parse_target_flags(argv))
+        except (ValueError, TargetError, OSError) as exc:
+            self.post_message(DiagnosisFailed(str(exc)))
+            return
+        except Exception as exc:  # a provider's client error (kubeconfig, DNS): shown, not fatal
+            self.post_message(DiagnosisFailed(f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(TargetsResolved([t.info.name for t in targets]))
+        label = describe_targets(targets)
+        self.app.shared.target_label = label  # type: ignore[attr-defined]
+        ctx = self.app.shared.ctx  # type: ignore[attr-defined]
+
+        def progress(target: Any, state: str) -> None:
+            self.post_message(TargetProgress(target.info.name, state))
+
+        diagnoses = diagnose_many(targets, ctx, ProbeOptions(timeout_s=60), progress=progress)
+        fleet = _fleet_findings(diagnoses)
+        self.post_message(DiagnosisDone(diagnoses, fleet))
+
+    # --- messages -----------------------------------------------------------
+    def on_targets_resolved(self, msg: TargetsResolved) -> None:
+        table = self.query_one("#target-table", DataTable)
+        table.clear()
+        for i, name in enumerate(msg.names):
+            table.add_row(name, STATE_LABEL["waiting"], *["-"] * len(KEY_FACTS), key=f"{i}")
+        self._rows = {name: f"{i}" for i, name in enumerate(msg.names)}
+        self.query_one("#target-summary", Static).update(f"probing {len(msg.names)} target(s)…")
+        self.app.update_header()  # type: ignore[attr-defined]
+
+    def on_target_progress(self, msg: TargetProgress) -> None:
+        key = getattr(self, "_rows", {}).get(msg.name)
+        if key is None:
+            return
+        table = self.query_one("#target-table", DataTable)
+        label = STATE_LABEL.get(msg.state, msg.state)
+        table.update_cell(key, table.ordered_columns[1].key, label)
+
+    def on_diagnosis_failed(self, msg: DiagnosisFailed) -> None:
+        self.query_one("#target-summary", Static).update(f"could not select targets: {msg.error}")
+        self.notify(msg.error, severity="error", title="targets")
+
+    def on_diagnosis_done(self, msg: DiagnosisDone) -> None:
+        shared = self.app.shared  # type: ignore[attr-defined]
+        shared.diagnoses, shared.fleet = msg.diagnoses, msg.fleet
+        self._show(msg.diagnoses, msg.fleet)
+        self.app.update_header()  # type: ignore[attr-defined]
+
+    # --- drawing ------------------------------------------------------------
+    def _show(self, diagnoses: list[Any], fleet: list[Finding]) -> None:
+        table = self.query_one("#target-table", DataTable)
+        table.clear()
+        results = [d.result for d in diagnoses]
+        rows = [fact_cells(r.facts) for r in results]
+        marks = drift_columns(rows)
+        for i, (r, cells) in enumerate(zip(results, rows, strict=True)):
+            state = "ERROR" if r.error else r.worst().value.upper()
+            shown: list[Any] = []
+            for c, v in enumerate(cells):
+                if c in marks[i]:
+                    shown.append(Text(f"≠{v}", style="bold reverse"))
+                else:
+                    shown.append(v)
+            table.add_row(r.target.name, state, *shown, key=f"{i}")
+        self._rows = {r.target.name: f"{i}" for i, r in enumerate(results)}
+        drifted = sum(1 for m in marks if m)
+        fails = sum(1 for r in results for f in r.findings if f.status is Status.FAIL)
+        errors = sum(1 for r in results if r.error)
+        summary = f"{len(results)} target(s): {fails} failing finding(s)"
+        if errors:
+            summary += f", {errors} could not be diagnosed"
+        if drifted:
+            summary += " · ≠ marks a value that differs from the other nodes"
+        if len(results) == 1:
+            summary = f"{results[0].target.name}: {headline(results[0])}"
+        self.query_one("#target-summary", Static).update(summary)
+        self._fill_findings(results, fleet)
+
+    def _fill_findings(self, results: list[Any], fleet: list[Finding]) -> None:
+        tree = self.query_one("#findings", Tree)
+        tree.clear()
+        for r in results:
+            if r.error:
+                node = tree.root.add(Text(f"ERROR {r.target.name}: {r.error}", style="bold red"))
+                node.allow_expand = False
+        findings = [f for r in results for f in r.findings] + list(fleet)
+        for status in SEVERITY_ORDER:
+            group = sort_findings([f for f in findings if f.status is status])
+            if not group:
+                continue
+            head = tree.root.add(
+                Text(f"{SEVERITY_LABEL[status]} ({len(group)})", style=_style(status)),
+                expand=status in (Status.FAIL, Status.WARN, Status.UNKNOWN),
+            )
+            for f in group:
+                where = f" · {f.target}" if f.target and len(results) > 1 else ""
+                item = head.add(
+                    Text.assemble(
+                        (f"{f.code} ", "bold"),
+                        (f"[{layer_name(f.code)}] ", "dim"),
+                        f.title,
+                        (where, "dim"),
+                    ),
+                    data=f,
+                )
+                for e in f.evidence[:8]:
+                    item.add_leaf(Text(e, style="dim"), data=f)
+
+    def on_tree_node_selected(self, event: Tree.NodeSelected) -> None:
+        f = event.node.data
+        if isinstance(f, Finding):
+            self.app.explain(f.code, f)  # type: ignore[attr-defined]
+
+    def action_explain(self) -> None:
+        tree = self.query_one("#findings", Tree)
+        node = tree.cursor_node
+        if node is not None and isinstance(node.data, Finding):
+            self.app.explain(node.data.code, node.data)  # type: ignore[attr-defined]
+
+    def action_focus_flags(self) -> None:
+        self.query_one("#target-flags", Input).focus()
+
+
+def _style(status: Status) -> str:
+    return {
+        Status.FAIL: "bold red",
+        Status.WARN: "bold yellow",
+        Status.UNKNOWN: "bold magenta",
+        Status.PASS: "green",
+        Status.SKIP: "dim",
+    }[status]
