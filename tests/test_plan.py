@@ -170,6 +170,7 @@ def test_vllm_below_gin_floor():
         ({"image": "repo/img:latest"}, "moves"),
         ({"image": "repo/img"}, "immutable tag"),
         ({"nccl": "banana"}, "NCCL version"),
+        ({"cache_host_path": "relative/dir"}, "absolute path"),
         ({"num_experts": 0}, "positive"),
         ({"hosts": ("a", "b", "c"), "target": "bare"}, "3 hosts"),
         ({"hosts": ("a", "b")}, "--target bare"),

@@ -273,3 +273,46 @@ def test_real_kubectl_creates_the_manifest_and_the_client_reads_it_back(tmp_path
     assert c.resources.limits["vpc.amazonaws.com/efa"] == "16"
     assert "endpoints" in c.readiness_probe._exec.command[2]
     assert svc.spec.publish_not_ready_addresses is True
+
+
+@pytest.mark.parametrize(
+    ("engine", "transport", "instance"),
+    sorted({(e, t, i) for e, t, i, target in SUPPORTED if target == "kubernetes"}),
+)
+def test_manifests_pass_the_shared_manifest_rules(engine, transport, instance):
+    from epdoctor.plan.verify import manifest_problems
+
+    p = _plan(engine, transport, instance, "kubernetes")
+    assert [(f.code, f.title) for f in manifest_problems(p)] == []
+
+
+def test_cache_on_a_host_directory(tmp_path):
+    from kubernetes.client import V1StatefulSet
+
+    from epdoctor.lint import lint_paths
+    from epdoctor.plan import manifests
+    from epdoctor.plan.verify import manifest_problems
+
+    p = _plan(
+        "vllm", "gin-proxy", "p5en.48xlarge", "kubernetes", cache_host_path="/mnt/k8s-disks/0/hf"
+    )
+    assert "K205" not in p.codes()
+    sts = V1StatefulSet.from_dict(manifests.statefulset(p))
+    (cache,) = [v for v in sts.spec.template.spec.volumes if v.name == "cache"]
+    assert (cache.host_path.path, cache.host_path.type) == ("/mnt/k8s-disks/0/hf", "Directory")
+    assert manifest_problems(p) == []
+    p.render(str(tmp_path))
+    assert lint_paths([tmp_path]).active == []
+    # Without it, the emptyDir's precondition is a stated reason, not a silent one.
+    assert "K205" in _plan("vllm", "gin-proxy", "p5en.48xlarge", "kubernetes").codes()
+
+
+def test_the_emptydir_note_is_what_keeps_lint_quiet(tmp_path):
+    """Guard: the K205 rule is live on this manifest; strip the note and it fires."""
+    from epdoctor.lint import lint_paths
+
+    p = _plan("vllm", "gin-proxy", "p5en.48xlarge", "kubernetes")
+    p.render(str(tmp_path))
+    f = tmp_path / "kubernetes" / f"{p.name}.yaml"
+    f.write_text("\n".join(ln for ln in f.read_text().splitlines() if not ln.startswith("#")))
+    assert [x.code for x in lint_paths([tmp_path]).active] == ["K205"]

@@ -72,6 +72,11 @@ def register(p: argparse.ArgumentParser) -> None:
     v.add_argument("--name", metavar="NAME", help="StatefulSet / Service name")
     v.add_argument("--hf-cache", metavar="DIR", help="Hugging Face cache to read config.json from")
     v.add_argument(
+        "--cache-host-path",
+        metavar="DIR",
+        help="model cache on each node (an existing instance-store directory); default: emptyDir",
+    )
+    v.add_argument(
         "--hub",
         action="store_true",
         help="ask the Hugging Face Hub for config.json when it is not cached (5 s timeout)",
@@ -97,7 +102,7 @@ def to_input(answers: dict[str, Any], args: argparse.Namespace) -> Any:
     fields: dict[str, Any] = answered(answers)
     if getattr(args, "hub", False):
         fields["hub"] = True
-    for k in ("nccl", "vllm_pin", "image", "name", "hf_cache"):
+    for k in ("nccl", "vllm_pin", "image", "name", "hf_cache", "cache_host_path"):
         if getattr(args, k, None) is not None:
             fields[k] = getattr(args, k)
     return PlanInput(**fields)

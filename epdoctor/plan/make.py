@@ -108,6 +108,10 @@ def make_plan(inp: PlanInput) -> Plan:
         raise PlanInputError("--host names bare nodes; use it with --target bare")
     if inp.hosts and len(inp.hosts) != inp.nodes:
         raise PlanInputError(f"{len(inp.hosts)} hosts given for --nodes {inp.nodes}")
+    if inp.cache_host_path is not None and (
+        not inp.cache_host_path.startswith("/") or ".." in inp.cache_host_path.split("/")
+    ):
+        raise PlanInputError(f"--cache-host-path {inp.cache_host_path!r} must be an absolute path")
     validate_model(inp.model)
     image = validate_image(inp.image or engine.image)
 

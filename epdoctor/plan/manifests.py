@@ -246,9 +246,7 @@ def statefulset(plan: Plan) -> dict[str, Any]:
                     "containers": [container],
                     "volumes": [
                         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM}},
-                        # Draws on the node's ephemeral storage (kubelet root); point it at
-                        # the instance-store NVMe (hostPath) on AMIs where the root is EBS.
-                        {"name": "cache", "emptyDir": {"sizeLimit": CACHE}},
+                        cache_volume(plan),
                     ],
                 },
             },
@@ -256,5 +254,35 @@ def statefulset(plan: Plan) -> dict[str, Any]:
     }
 
 
+def cache_volume(plan: Plan) -> dict[str, Any]:
+    """The model cache: a host directory when given (it must exist: type Directory
+    fails loudly instead of creating it on the root volume), else an emptyDir."""
+    if plan.input.cache_host_path:
+        return {
+            "name": "cache",
+            "hostPath": {"path": plan.input.cache_host_path, "type": "Directory"},
+        }
+    return {"name": "cache", "emptyDir": {"sizeLimit": CACHE}}
+
+
 def objects(plan: Plan) -> list[dict[str, Any]]:
     return [*services(plan), statefulset(plan)]
+
+
+def notes(plan: Plan) -> list[str]:
+    """One comment per object (aligned with objects()), written above it in the YAML."""
+    sts = (
+        f"StatefulSet: one pod per {plan.instance}, Guaranteed QoS, "
+        f"{plan.gpus_per_node} GPU and {plan.efa_per_node} EFA each."
+    )
+    if not plan.input.cache_host_path:
+        sts += (
+            f" The {CACHE} model cache is an emptyDir on the node's ephemeral storage: it "
+            "needs kubelet's root on the instance-store NVMe RAID (nodeadm localStorage "
+            "RAID0); otherwise re-plan with --cache-host-path DIR on the instance store (K205)."
+        )
+    return [
+        "Headless Service: rendezvous only, resolvable before any pod is Ready.",
+        "Leader Service: HTTP reaches pod 0 only; workers serve no HTTP.",
+        sts,
+    ]

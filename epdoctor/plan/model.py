@@ -63,6 +63,7 @@ class PlanInput:
     name: str | None = None  # StatefulSet / script prefix
     hf_cache: str | None = None  # where to look for a cached config.json
     hub: bool = False  # may ask the Hugging Face Hub for config.json
+    cache_host_path: str | None = None  # model cache on the node (instance store); else emptyDir
 
     def to_json(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import textwrap
 from pathlib import Path
 
 from epdoctor.plan import manifests
@@ -130,8 +131,12 @@ def manifest_yaml(plan: Plan) -> str:
         f"{plan.efa_per_node} EFA per node), {plan.input.model}\n"
         f"# verdict: {plan.verdict.value}; reasons and the env contract are in plan.json.\n"
     )
-    docs = [yaml.safe_dump(o, sort_keys=False, width=100) for o in manifests.objects(plan)]
-    return header + "---\n" + "---\n".join(docs)
+    parts = []
+    for obj, note in zip(manifests.objects(plan), manifests.notes(plan), strict=True):
+        comment = "".join(f"# {line}\n" for line in textwrap.wrap(note, 96, break_on_hyphens=False))
+        # The note sits inside its document (after ---), so it travels with the object.
+        parts.append("---\n" + comment + yaml.safe_dump(obj, sort_keys=False, width=100))
+    return header + "".join(parts)
 
 
 def render(plan: Plan, directory: str | Path) -> list[str]:

@@ -308,6 +308,13 @@ def engine_notes(c: Ctx) -> Iterator[Reason]:
             "Dynamo's /health is 200 before the engine registers: the leader probe also "
             "requires a non-empty endpoints array.",
         )
+    if c.inp.target == "kubernetes" and not c.inp.cache_host_path:
+        yield _r(
+            "K205",
+            Level.INFO,
+            "Cluster precondition: the model cache is an emptyDir, so kubelet's root must be on "
+            "the instance-store NVMe; otherwise pass --cache-host-path DIR on the instance store.",
+        )
     if c.inp.target == "kubernetes" and c.inp.nodes > 1:
         yield _r(
             "E408",

@@ -34,3 +34,18 @@ def env_check(plan: Plan, env: dict[str, str] | None = None) -> list[Finding]:
 def env_problems(plan: Plan) -> list[Finding]:
     """The findings worse than a pass (warn, fail, unknown)."""
     return [f for f in env_check(plan) if f.status.rank > Status.SKIP.rank]
+
+
+def manifest_problems(plan: Plan) -> list[Finding]:
+    """The shared manifest rules (epdoctor.checks.kube_rules, which lint and the
+    Kubernetes checks apply) over the plan's objects and their notes: anything
+    worse than a pass."""
+    from epdoctor.checks import kube_rules
+    from epdoctor.plan import manifests
+
+    objs = kube_rules.Objects(manifests.objects(plan), notes=manifests.notes(plan))
+    return [
+        Finding(code=h.code, status=h.status, title=h.message)
+        for h in kube_rules.manifest_hits(objs)
+        if h.status.rank > Status.SKIP.rank
+    ]
