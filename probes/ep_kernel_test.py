@@ -124,40 +124,37 @@ class Exchange:
         )
 
     def layout(self):
-        """Local preparation: who goes where, tokens packed by destination (no traffic)."""
+        """Local preparation: who goes where, tokens packed by destination (no traffic).
+
+        Each packed row carries the token and, in extra columns, its expert ids and
+        weights (2K int32 viewed as the transfer dtype), so one collective moves both.
+        """
         torch, W = self.torch, self.world
         mask = torch.zeros(self.T, W, dtype=torch.bool, device=self.dev)
         mask.scatter_(1, self.owner, True)  # token t goes to rank r once
         send_counts = mask.sum(0)
         pairs = mask.t().nonzero()  # (r, t) ordered by destination, then token
         tok = pairs[:, 1]
-        send_x = self.x.index_select(0, tok)
-        # expert ids and weights travel together as one int32 block per token
-        meta = torch.cat(
-            [
-                self.topk_idx.index_select(0, tok).to(torch.int32),
-                self.weights.index_select(0, tok).view(torch.int32),
-            ],
-            dim=1,
-        ).contiguous()
-        return send_counts, tok, send_x, meta, send_counts.tolist()
+        meta = torch.cat([self.topk_idx.to(torch.int32), self.weights.view(torch.int32)], dim=1)
+        rows = torch.cat([self.x, meta.view(self.dtype)], dim=1)
+        send = rows.index_select(0, tok)
+        return send_counts, tok, send, send_counts.tolist()
 
-    def exchange(self, send_counts, send_x, meta, in_splits):
-        """The dispatch traffic: counts, then tokens, then their expert ids and weights."""
+    def exchange(self, send_counts, send, in_splits):
+        """The dispatch traffic: counts, then the rows (tokens with their ids and weights)."""
         torch, dist = self.torch, self.dist
         recv_counts = torch.empty_like(send_counts)
         dist.all_to_all_single(recv_counts, send_counts)
         out_splits = recv_counts.tolist()
-        n_recv = sum(out_splits)
-        recv_x = torch.empty(n_recv, self.H, dtype=self.dtype, device=self.dev)
-        dist.all_to_all_single(recv_x, send_x, out_splits, in_splits)
-        recv_meta = torch.empty(n_recv, 2 * self.K, dtype=torch.int32, device=self.dev)
-        dist.all_to_all_single(recv_meta, meta, out_splits, in_splits)
+        recv = torch.empty(sum(out_splits), send.shape[1], dtype=self.dtype, device=self.dev)
+        dist.all_to_all_single(recv, send, out_splits, in_splits)
+        recv_x = recv[:, : self.H]
+        recv_meta = recv[:, self.H :].contiguous().view(torch.int32)
         return recv_x, recv_meta, out_splits
 
     def dispatch(self):
-        send_counts, tok, send_x, meta, in_splits = self.layout()
-        recv_x, recv_meta, out_splits = self.exchange(send_counts, send_x, meta, in_splits)
+        send_counts, tok, send, in_splits = self.layout()
+        recv_x, recv_meta, out_splits = self.exchange(send_counts, send, in_splits)
         return recv_x, recv_meta, tok, in_splits, out_splits
 
     def experts(self, recv_x, recv_meta):
@@ -249,10 +246,10 @@ def run_size(torch, dist, args, rank, world, num_tokens, num_experts, dev, dtype
     # correctness first, on the first exchange (a warm-up counts as well)
     recv_x, recv_meta, tok, ins, outs = ex.dispatch()
     if args.fault == "dispatch" and rank == args.fault_rank and recv_x.numel():
-        recv_x.view(-1)[0] += 1
+        recv_x[0, 0] += 1
     combined = ex.reduce(ex.combine(ex.experts(recv_x, recv_meta), tok, ins, outs), tok)
     if args.fault == "combine" and rank == args.fault_rank:
-        combined.view(-1)[-1] -= 1
+        combined[-1, -1] -= 1
     if not args.skip_check:
         want_recv, want_comb = oracle(torch, args, rank, world, num_tokens, num_experts, dtype)
         res["dispatch_check"] = compare(torch, recv_x, want_recv)
@@ -265,10 +262,10 @@ def run_size(torch, dist, args, rank, world, num_tokens, num_experts, dev, dtype
         dist.barrier()
         _sync(torch, dev)
         t0 = time.perf_counter()
-        send_counts, tok, send_x, meta, ins = ex.layout()
+        send_counts, tok, send, ins = ex.layout()
         _sync(torch, dev)
         t1 = time.perf_counter()
-        recv_x, recv_meta, outs = ex.exchange(send_counts, send_x, meta, ins)
+        recv_x, recv_meta, outs = ex.exchange(send_counts, send, ins)
         _sync(torch, dev)
         t2 = time.perf_counter()
         partial = ex.experts(recv_x, recv_meta)

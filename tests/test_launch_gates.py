@@ -188,3 +188,21 @@ def test_nccl_processes_map_to_ranks_by_file_then_by_short_host_and_pid():
     }
     nets = _rank_nets(ev.ranks(), results)
     assert nets[3].pid == 70124 and nets[9].host == "deepep-efa-bench-1"
+
+
+def test_gates_on_the_builtin_test_captured_on_a_real_h200():
+    # tests/fixtures/h200-run/: the built-in test on one H200 (NCCL 2.28.9, no EFA), see its README
+    run = Path(__file__).parent / "fixtures" / "h200-run"
+    res = parse_results((run / "kernel.txt").read_text().splitlines())
+    assert list(res) == [0] and res[0]["gpu"] == "NVIDIA H200"
+    assert results_gate(res, 1).status is Status.PASS
+    g = numerics_gate(res)
+    assert g.status is Status.PASS and "element-wise" in g.summary
+    ev = NcclEvidence()
+    for line in (run / "nccl-rank0.log").read_text().splitlines():
+        ev.feed_line(line, "rank0 nccl")
+    ranks = ev.ranks()
+    assert len(ranks) == 1 and ranks[0].network == "Socket" and ranks[0].transports == set()
+    one = network_gate(ranks, 1, NetworkExpectation(efa=None, reason="one node"))
+    assert one.status is Status.PASS and "no traffic crossed a NIC" in one.summary
+    assert network_gate(ranks, 1, EFA16).status is Status.FAIL

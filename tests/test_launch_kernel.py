@@ -223,3 +223,13 @@ def test_regate_reads_the_nccl_files(tmp_path):
     assert net.status is Status.PASS and "efa-direct on all 2 ranks" in net.summary
     assert [r["provider"] for r in rep.per_rank] == ["efa/efa-direct/16"] * 2
     assert rep.status is Status.PASS
+
+
+@needs_torch
+def test_float32_and_uneven_expert_layout(tmp_path):
+    c = cfg(
+        tmp_path, gpus=3, extra=("--dtype", "float32", "--num-experts", "12", "--num-topk", "5")
+    )
+    report = run_to_end(KernelTestRun(c))
+    assert report.status is Status.PASS, [g.to_json() for g in report.gates]
+    assert [r["numerics"] for r in report.per_rank] == ["pass"] * 3
