@@ -86,3 +86,15 @@ def test_a_crashing_linter_is_reported_and_others_still_run(tmp_path, registry):
 def test_missing_path_raises(tmp_path):
     with pytest.raises(FileNotFoundError):
         base.lint_paths([tmp_path / "nope"])
+
+
+def test_unparseable_file_is_skipped_not_an_error(tmp_path, registry):
+    def picky(file, ctx):
+        raise base.Unparseable("templated: ${FSX_CLAIM}")
+
+    base.register_linter("text", base.by_suffix(".txt"), picky)
+    base.register_linter("text", base.by_suffix(".txt"), _flag_todo)
+    (tmp_path / "a.txt").write_text("TODO\n")
+    report = base.lint_paths([tmp_path])
+    assert report.errors == [] and len(report.findings) == 1
+    assert report.skipped == ["a.txt: not read as text: templated: ${FSX_CLAIM}"]

@@ -57,6 +57,11 @@ SUPPRESSION_CODE = "S400"
 _SUPPRESS_RE = re.compile(r"#\s*epdoctor:\s*ignore\[([A-Za-z0-9_,\s]+)\]\s*(.*)$")
 
 
+class Unparseable(Exception):
+    """Raised by a linter for a file it cannot read as its kind (a templated YAML with
+    ${VARS}, a Dockerfile fragment): the file is reported as skipped, which is not an error."""
+
+
 @dataclass(frozen=True)
 class LintFinding:
     """One rule hit at a place in a file. `path` is relative to the folder linted."""
@@ -286,6 +291,7 @@ class LintReport:
     files: list[RecipeFile]
     findings: list[LintFinding]
     errors: list[str] = field(default_factory=list)  # a linter that crashed on a file
+    skipped: list[str] = field(default_factory=list)  # files a linter could not parse
 
     @property
     def active(self) -> list[LintFinding]:
@@ -303,6 +309,7 @@ def lint_paths(paths: Sequence[str | Path], select: Iterable[str] = ()) -> LintR
     prefixes = tuple(s.upper() for s in select)
     findings: list[LintFinding] = []
     errors: list[str] = []
+    skipped: list[str] = []
     for f in files:
         found: list[LintFinding] = []
         for lt in LINTERS:
@@ -310,13 +317,15 @@ def lint_paths(paths: Sequence[str | Path], select: Iterable[str] = ()) -> LintR
                 continue
             try:
                 found.extend(lt.fn(f, ctx))
+            except Unparseable as exc:
+                skipped.append(f"{f.rel}: not read as {lt.kind}: {exc}")
             except Exception as exc:  # one broken linter must not hide the others' findings
                 errors.append(f"{f.rel}: {lt.kind} linter failed: {type(exc).__name__}: {exc}")
         findings.extend(apply_suppressions(f, found))
     if prefixes:
         findings = [f for f in findings if f.code.startswith(prefixes)]
     findings.sort(key=lambda f: (f.path, f.line, f.column, f.code))
-    return LintReport(root, files, findings, errors)
+    return LintReport(root, files, findings, errors, skipped)
 
 
 # ---- matchers shared by linter modules --------------------------------------------------

@@ -38,6 +38,8 @@ def text(report: LintReport, stream: TextIO | None = None, show_suppressed: bool
         stream.write(f"{f.path}:{f.line}:{f.column}: {f.code} [{tag}] {f.message}{note}\n")
     for err in report.errors:
         stream.write(f"error: {err}\n")
+    for skip in report.skipped:
+        stream.write(f"skipped: {skip}\n")
     counts = Counter(f.level() for f in report.active)
     parts = [f"{counts[lv]} {lv}" for lv in reversed(LEVELS) if counts[lv]]
     summary = f"{len(report.active)} finding(s)" + (f" ({', '.join(parts)})" if parts else "")
@@ -61,6 +63,7 @@ def to_json(report: LintReport) -> dict[str, object]:
             "by_severity": {lv: counts[lv] for lv in LEVELS},
         },
         "errors": list(report.errors),
+        "skipped": list(report.skipped),
     }
 
 
@@ -109,6 +112,7 @@ def to_sarif(report: LintReport) -> dict[str, object]:
     codes = sorted({f.code for f in report.findings})
     index = {c: i for i, c in enumerate(codes)}
     notifications = [{"level": "error", "message": {"text": err}} for err in report.errors]
+    notifications += [{"level": "note", "message": {"text": s}} for s in report.skipped]
     run: dict[str, object] = {
         "tool": {
             "driver": {
