@@ -93,3 +93,39 @@ def test_lint_doc_lists_every_lint_rule():
     own = {c for c in _literal_codes(REPO / "epdoctor" / "lint") if c[0] in "BSEC" and c[1] == "4"}
     missing = sorted(c for c in own if f"[{c}]" not in text)
     assert not missing, f"docs/lint.md does not list {missing}"
+
+
+def _doc_commands(md: Path) -> list[list[str]]:
+    """Every `epdoctor ...` command in a page's code blocks, as argv (shell parts removed)."""
+    import shlex
+
+    out = []
+    for block in re.findall(r"```[a-z]*\n(.*?)```", md.read_text(encoding="utf-8"), re.S):
+        for line in block.splitlines():
+            m = re.search(r"(?:^|&& |run: )epdoctor (.*)$", line.strip())
+            if not m:
+                continue
+            cmd = re.sub(r"\$\([^)]*\)\)?", "1", m.group(1))  # $(pgrep ...) -> a pid
+            cmd = re.split(r"\s(?:#|>|\|\|)", cmd)[0]
+            out.append(shlex.split(cmd))
+    return out
+
+
+HAND_WRITTEN = ["getting-started.md", "lint.md", "adding-a-trap.md"]
+
+
+@pytest.mark.parametrize("page", HAND_WRITTEN)
+def test_commands_in_docs_parse(page, capsys):
+    """A command the docs tell a user to type is accepted by the real parser."""
+    commands = _doc_commands(DOCS / page)
+    parser = cli.build_parser()
+    for argv in commands:
+        try:
+            parser.parse_args(argv)
+        except SystemExit as exc:
+            pytest.fail(
+                f"{page}: `epdoctor {' '.join(argv)}` is rejected: {capsys.readouterr().err}"
+            )
+            raise AssertionError from exc
+    if page != "adding-a-trap.md":
+        assert commands, f"{page} shows no epdoctor command"
