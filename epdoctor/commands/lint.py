@@ -8,7 +8,7 @@ import sys
 from epdoctor import exitcodes
 
 NAME = "lint"
-HELP = "Lint recipe files (Dockerfiles, shell scripts, env files, manifests) for known traps."
+HELP = "lint a recipe folder (Dockerfiles, scripts, env files, manifests) for known traps"
 
 
 def register(p: argparse.ArgumentParser) -> None:
