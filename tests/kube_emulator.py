@@ -166,6 +166,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self.forbid_exec: set[tuple[str, str]] = set()
         self.exec_calls: list[dict[str, Any]] = []
         self.exec_env: dict[str, str] = {}
+        self.seen: list[str] = []  # "METHOD path?query" of every request, in order
 
     # -- object helpers ---------------------------------------------------------------------
 
@@ -188,6 +189,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
 
     async def __call__(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         path = raw.path
+        self.seen.append(f"{raw.method} {raw.path_qs}")
         if raw.method == "GET" and path in ("/api/v1", "/apis/apps/v1", "/apis/batch/v1"):
             group = "" if path == "/api/v1" else path.split("/")[2]
             return aiohttp.web.json_response(_discovery(group))
