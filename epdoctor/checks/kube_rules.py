@@ -250,7 +250,7 @@ def rule_privileged_ipc_lock(objs: Objects) -> Iterator[Hit]:
                     "capabilities; capabilities.add [IPC_LOCK] is redundant (say why if it is "
                     "kept for a non-privileged variant)",
                     i,
-                    (*base, "containers", n, "securityContext", "capabilities"),
+                    (*base, "containers", n, "securityContext", "capabilities", "add"),
                     level="info",
                 )
 
