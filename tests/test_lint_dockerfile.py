@@ -159,3 +159,23 @@ def test_exec_form_naming_a_shell_is_linted(tmp_path):
     assert ("S401", 2) in codes(tmp_path / "a", {"Dockerfile": df})
     df = HEAD + 'CMD ["bash", "-c", "pgrep -f \'[v]llm serve\'"]\n'
     assert codes(tmp_path / "b", {"Dockerfile": df}) == []
+
+
+def test_b414_wheel_url_with_its_own_commit(tmp_path):
+    sha_old = "e2f993dc4" + "0" * 31
+    sha_new = "14617c2b6" + "1" * 31
+    wheel = "vllm-0.22.1rc1.dev283%2Bge2f993dc4-cp38-abi3-manylinux_2_28_x86_64.whl"
+    bumped = (
+        HEAD + f"ARG VLLM_SHA={sha_new}\n"
+        f"RUN pip install https://wheels.vllm.ai/{sha_old}/{wheel.replace('%2B', '+')}\n"
+    )
+    assert ("B414", 3) in codes(tmp_path / "a", {"Dockerfile": bumped})
+    derived = (
+        HEAD + f"ARG VLLM_SHA={sha_old}\n"
+        "RUN pip install \"$(curl -fsSL https://wheels.vllm.ai/${VLLM_SHA}/vllm/ | grep -o 'x' | head -1)\"\n"
+    )
+    assert "B414" not in [c for c, _ in codes(tmp_path / "b", {"Dockerfile": derived})]
+    consistent = (
+        HEAD + f"ARG VLLM_SHA={sha_old}\nRUN pip install https://wheels.vllm.ai/{sha_old}/{wheel}\n"
+    )
+    assert "B414" not in [c for c, _ in codes(tmp_path / "c", {"Dockerfile": consistent})]

@@ -331,6 +331,37 @@ def _ignored(rel: str, pattern: str) -> bool:
     return fnmatch.fnmatch(rel, p) or rel.startswith(p + "/") or fnmatch.fnmatch(rel, p + "/*")
 
 
+_VLLM_PIN_RE = re.compile(r"^(VLLM_SHA|VLLM_COMMIT)=([0-9a-f]{7,40})$")
+_WHEEL_SHA_RE = re.compile(r"wheels\.vllm\.ai/([0-9a-f]{7,40})\b|\+g([0-9a-f]{7,40})\b")
+
+
+def _vllm_wheel_rule(file: RecipeFile, instrs: list[Instruction]) -> Iterable[LintFinding]:
+    pins = {}
+    for ins in instrs:
+        if ins.keyword == "ARG":
+            for word in ins.args.split():
+                m = _VLLM_PIN_RE.match(word.strip("\"'"))
+                if m:
+                    pins[m.group(1)] = m.group(2)
+    if not pins:
+        return
+    for ins in instrs:
+        if ins.keyword not in ("RUN", "ARG", "ENV"):
+            continue
+        for m in _WHEEL_SHA_RE.finditer(ins.args):
+            sha = m.group(1) or m.group(2)
+            if not any(pin.startswith(sha) or sha.startswith(pin) for pin in pins.values()):
+                name, pin = next(iter(pins.items()))
+                yield finding(
+                    file,
+                    ins.line,
+                    "B414",
+                    f"the vLLM wheel names commit {sha}, but {name}={pin[:12]}: a second copy "
+                    "of the pin; derive the wheel from the ARG",
+                )
+                break  # one finding per instruction
+
+
 @linter("dockerfile", is_dockerfile)
 def lint_dockerfile(file: RecipeFile, ctx: LintContext) -> Iterable[LintFinding]:
     instrs = parse(file.text)
@@ -351,3 +382,4 @@ def lint_dockerfile(file: RecipeFile, ctx: LintContext) -> Iterable[LintFinding]
     yield from _break_system_packages_rule(file, instrs, sts)
     yield from _shell_rules(file, instrs)
     yield from _dockerignore_rule(file, ctx)
+    yield from _vllm_wheel_rule(file, instrs)
