@@ -86,6 +86,7 @@ EVENTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("gin_rdma_only", r"GIN only supports RDMA transport protocol"),
         ("gin_mr_endpoint", r"GIN plugin does not support FI_MR_ENDPOINT"),
         ("gin_any_failed", r"Failed to initialize any GIN plugin"),
+        ("net_any_failed", r"Failed to initialize any NET plugin"),
         # NCCL gin_host.cc
         ("gin_disabled", r"^GIN is disabled\."),
         ("gin_unsupported", r"^GIN not supported\.|^No GIN-capable devices found\."),
