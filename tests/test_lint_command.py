@@ -98,3 +98,28 @@ def test_console_entry_point_real_process():
     assert proc.returncode == 1, proc.stderr
     codes = {f["code"] for f in json.loads(proc.stdout)["findings"]}
     assert {"B401", "S401", "S402", "S403", "S404"} <= codes
+
+
+class _Tty:
+    def __init__(self):
+        self.parts: list[str] = []
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, s: str) -> None:
+        self.parts.append(s)
+
+
+def test_text_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
+    from epdoctor.lint import lint_paths, render
+
+    report = lint_paths([BAD])
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    tty = _Tty()
+    render.text(report, tty)
+    assert "\033[31mfail\033[0m" in "".join(tty.parts)
+    monkeypatch.setenv("NO_COLOR", "1")
+    tty = _Tty()
+    render.text(report, tty)
+    assert "\033[" not in "".join(tty.parts)
