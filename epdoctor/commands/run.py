@@ -30,6 +30,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="what", metavar="WHAT")
     kt = sub.add_parser(
         "kernel-test",
+        conflict_handler="resolve",
         help="EP all-to-all kernel test, gated on every rank",
         description="EP all-to-all kernel test gated on every node's exit code, "
         "every rank's numerics and network, and EFA counters.",
@@ -101,20 +102,32 @@ def register(parser: argparse.ArgumentParser) -> None:
         help="run the built-in test on node pairs and half-splits; report outliers",
     )
 
-    sv = sub.add_parser("serve", help="start the engine, follow every log, wait for readiness")
+    sv = sub.add_parser(
+        "serve",
+        conflict_handler="resolve",
+        help="start the engine, follow every log, wait for readiness",
+    )
     _common(sv)
     _engine(sv)
     sv.add_argument("--cmd", help="leader command (default: the plan's)")
     sv.add_argument("--worker-cmd", default=None, help="worker command (default: the plan's)")
     sv.add_argument("--startup-budget", type=float, default=1800.0, metavar="S")
 
-    sm = sub.add_parser("smoke", help="one chat completion at temperature 0 through the leader")
+    sm = sub.add_parser(
+        "smoke",
+        conflict_handler="resolve",
+        help="one chat completion at temperature 0 through the leader",
+    )
     _common(sm)
     _engine(sm)
     sm.add_argument("--model", help="model name (default: the first of /v1/models)")
     sm.add_argument("--max-tokens", type=int, default=64)
 
-    bn = sub.add_parser("bench", help="warm-up + N requests per concurrency level, honest stats")
+    bn = sub.add_parser(
+        "bench",
+        conflict_handler="resolve",
+        help="warm-up + N requests per concurrency level, honest stats",
+    )
     _common(bn)
     _engine(bn)
     bn.add_argument("--model", help="model name (default: the first of /v1/models)")
@@ -135,6 +148,11 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
+    from epdoctor.targets.selection import add_target_arguments
+
+    # where to run: this host (default), SSH hosts, Kubernetes pods; the flags of diagnose.
+    # Ours come after, so our -y/--yes is the one that stays.
+    add_target_arguments(p)
     p.add_argument("--plan", metavar="FILE", help="plan.json from `epdoctor plan`")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask before starting")
     p.add_argument("--dry-run", action="store_true", help="print the commands and exit")
@@ -205,9 +223,76 @@ def run_dir(args: argparse.Namespace, what: str) -> str:
 
 
 def nodes_from_args(args: argparse.Namespace) -> list[Any]:
+    """Where the launch runs: this host, or the SSH hosts / pods the target flags name."""
     from epdoctor.launch.launcher import LocalNode
+    from epdoctor.model import EpdoctorError
+    from epdoctor.targets.base import TargetError
+    from epdoctor.targets.selection import targets_from_args
 
-    return [LocalNode("local")]
+    if getattr(args, "bundle", None):
+        raise EpdoctorError("--bundle replays a saved diagnosis; it cannot run anything")
+    if getattr(args, "nodes", False):
+        raise EpdoctorError(
+            "--nodes probes nodes through read-only Job pods; launch into the "
+            "engine's pods with --pod or -l instead"
+        )
+    try:
+        targets = targets_from_args(args)
+    except TargetError as exc:
+        raise EpdoctorError(str(exc)) from exc
+    nodes: list[Any] = []
+    for t in targets:
+        if t.info.kind == "local":
+            nodes.append(LocalNode("local"))
+        elif callable(getattr(t, "exec", None)):
+            nodes.append(remote_node(t))
+        else:
+            raise EpdoctorError(f"{t.info.kind} target {t.info.name} cannot start processes")
+    _OPEN.extend(nodes)
+    return nodes
+
+
+_OPEN: list[Any] = []  # nodes this invocation opened: their connections close at the end
+
+
+def remote_node(target: Any) -> Any:
+    """A ShellNode over a target's exec (SSH channel or pod exec); its transport errors
+    become failed commands, so one lost node never crashes the launch of the others."""
+    from epdoctor.launch.shell_node import ShellNode
+    from epdoctor.targets.base import TargetError
+
+    def exec_fn(cmd: str, stdin: bytes, timeout: float) -> tuple[int | None, bytes, bytes]:
+        try:
+            return target.exec(cmd, stdin, timeout)
+        except TargetError as exc:
+            return None, b"", str(exc).encode()
+
+    node = ShellNode(target.info.name, target.info.kind, exec_fn)
+    node.address = _address_of(target)  # type: ignore[attr-defined]
+    node.close = target.close  # type: ignore[method-assign]
+    return node
+
+
+def _address_of(target: Any) -> str:
+    host = getattr(target, "host", None)
+    for attr in ("hostname", "host", "address"):
+        v = getattr(host, attr, None)
+        if isinstance(v, str) and v:
+            return v
+    pod = getattr(target, "pod", None)
+    if isinstance(pod, dict):
+        ip = (pod.get("status") or {}).get("podIP")
+        if ip:
+            return str(ip)
+    return target.info.name
+
+
+def close_nodes(nodes: list[Any]) -> None:
+    for n in nodes:
+        try:
+            n.close()
+        except Exception:
+            pass
 
 
 def confirm(args: argparse.Namespace, out: Out, lines: list[str], what: str) -> int | None:
@@ -241,11 +326,10 @@ def preflight(
     from epdoctor.diagnose import diagnose_many
     from epdoctor.model import Status
     from epdoctor.targets.base import ProbeOptions
-    from epdoctor.targets.local import LocalTarget
 
     if args.no_preflight:
         return None
-    targets = [LocalTarget() for _ in nodes]
+    targets = preflight_targets(args, len(nodes))
     out.print("[dim]preflight: read-only diagnose of every node...[/dim]")
     diags = diagnose_many(targets, Context(engine=engine), ProbeOptions(timeout_s=60))
     failing = [
@@ -276,6 +360,20 @@ def preflight(
         "preflight failed: nothing started (`epdoctor diagnose` explains; --force launches anyway)"
     )
     return exitcodes.FINDINGS
+
+
+def preflight_targets(args: argparse.Namespace, count: int) -> list[Any]:
+    """Fresh targets for the read-only diagnose (diagnose closes what it probed)."""
+    from epdoctor.model import EpdoctorError
+    from epdoctor.targets.base import TargetError
+    from epdoctor.targets.local import LocalTarget
+    from epdoctor.targets.selection import targets_from_args
+
+    try:
+        targets = targets_from_args(args)
+    except TargetError as exc:
+        raise EpdoctorError(str(exc)) from exc
+    return targets or [LocalTarget() for _ in range(count)]
 
 
 def live_loop(
@@ -371,12 +469,17 @@ def run(args: argparse.Namespace) -> int:
     if what is None:
         print("epdoctor run: choose one of kernel-test, serve, smoke, bench", file=sys.stderr)
         return exitcodes.ERROR
-    return {
+    fn = {
         "kernel-test": run_kernel_test,
         "serve": run_serve,
         "smoke": run_smoke,
         "bench": run_bench,
-    }[what](args)
+    }[what]
+    try:
+        return fn(args)
+    finally:
+        close_nodes(_OPEN)
+        _OPEN.clear()
 
 
 def kernel_config(args: argparse.Namespace, plan: dict[str, Any], nodes: list[Any]) -> Any:
