@@ -1,0 +1,139 @@
+"""`epdoctor logs FILE...`: which network each rank's NCCL used, and the traps in the log."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from epdoctor import exitcodes
+from epdoctor.model import EpdoctorError, Status
+
+NAME = "logs"
+HELP = "analyze NCCL / aws-ofi-nccl / DeepEP / engine logs per rank (files, '-', .gz)"
+TRANSPORTS = ("gin-proxy", "efa-gda")
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "files", nargs="+", metavar="FILE", help="log files; '-' reads stdin; .gz is read"
+    )
+    out = p.add_mutually_exclusive_group()
+    out.add_argument(
+        "--json", action="store_true", help="print ranks and findings as JSON (docs/logs.md)"
+    )
+    out.add_argument("--markdown", action="store_true", help="print the report as Markdown")
+    p.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="keep reading as the file grows; findings print as they appear",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="also show passed checks")
+    g = p.add_argument_group("what the run should have used")
+    g.add_argument(
+        "--instance",
+        metavar="TYPE",
+        help="instance type (sets the EFA NIC count, e.g. p5en.48xlarge)",
+    )
+    g.add_argument("--expect-nics", type=int, metavar="N", help="EFA NICs each rank should find")
+    g.add_argument("--transport", choices=TRANSPORTS, help="the GIN transport the run meant to use")
+    p.add_argument(
+        "--fail-on",
+        choices=("fail", "warn", "unknown"),
+        default="fail",
+        help="exit 1 when a finding at or above this level exists (default: fail)",
+    )
+
+
+def context_of(args: argparse.Namespace):
+    from epdoctor.checks.base import Context
+
+    opts = {"expect_nics": args.expect_nics} if args.expect_nics else {}
+    return Context(transport=args.transport, instance=args.instance, options=opts)
+
+
+def run(args: argparse.Namespace) -> int:
+    for path in args.files:
+        if path != "-" and not os.path.isfile(path):
+            raise EpdoctorError(f"no such log file: {path}")
+    if args.follow:
+        return _follow(args)
+    from epdoctor.checks.logs import analyze_paths
+
+    try:
+        a = analyze_paths(args.files, context_of(args))
+    except OSError as exc:
+        raise EpdoctorError(f"cannot read log: {exc}") from exc
+    _render(args, a)
+    return _exit(a.findings, args.fail_on)
+
+
+def _render(args: argparse.Namespace, a) -> None:
+    from epdoctor.reports import logs_report
+
+    if args.json:
+        ctx = {
+            "transport": args.transport,
+            "instance": args.instance,
+            "expect_nics": args.expect_nics,
+        }
+        sys.stdout.write(logs_report.render_json(a, ctx) + "\n")
+    elif args.markdown:
+        sys.stdout.write(logs_report.render_markdown(a) + "\n")
+    else:
+        from epdoctor.commands._common import console
+
+        logs_report.render_text(console(), a, verbose=args.verbose)
+
+
+def _exit(findings, fail_on: str) -> int:
+    threshold = Status(fail_on).rank
+    return exitcodes.FINDINGS if any(f.status.rank >= threshold for f in findings) else exitcodes.OK
+
+
+def _follow(args: argparse.Namespace) -> int:
+    """tail -f every file (or stdin); print each finding the moment its line arrives."""
+    from epdoctor.checks.logs import LogAnalyzer
+    from epdoctor.reports.logs_report import finding_line
+
+    ctx = context_of(args)
+    streams = []
+    analyzers = []
+    for path in args.files:
+        f = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
+        an = LogAnalyzer(ctx, "stdin" if path == "-" else path)
+        analyzers.append(an)
+        streams.append((path, f, an))
+    seen: list = []
+    try:
+        while streams:
+            idle = True
+            for item in list(streams):
+                path, f, an = item
+                data = os.read(f.fileno(), 1 << 20) if path == "-" else f.read(1 << 20)
+                if path == "-" and not data:
+                    streams.remove(item)
+                    continue
+                if data:
+                    idle = False
+                    for fd in an.feed(data):
+                        seen.append(fd)
+                        if not args.json:
+                            print(f"{finding_line(fd)} ({an.source})", flush=True)
+            if idle:
+                time.sleep(0.25)
+    except KeyboardInterrupt:
+        pass
+    findings = []
+    for an in analyzers:
+        findings.extend(an.finish())
+    if args.json:
+        import json
+
+        print(json.dumps({"findings": [x.to_json() for x in seen + findings]}, indent=2))
+    else:
+        for fd in findings:
+            print(finding_line(fd))
+    return _exit(seen + findings, args.fail_on)

@@ -1,0 +1,117 @@
+"""The log analysis as a per-rank table and findings: rich, JSON and Markdown."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from epdoctor.checks.logs import LogAnalysis
+from epdoctor.facts.logs.model import RankFacts
+from epdoctor.model import Finding, Status
+from epdoctor.redact import redact_text
+from epdoctor.reports.common import counts, sort_findings
+
+STYLE = {"fail": "bold red", "warn": "yellow", "unknown": "magenta", "pass": "green", "skip": "dim"}
+COLUMNS = (
+    "rank",
+    "labels",
+    "NCCL",
+    "network",
+    "provider / fabric",
+    "NICs",
+    "GIN",
+    "on EFA",
+    "WARN",
+)
+
+
+def verdict(a: LogAnalysis) -> str:
+    """The summary verdict: the worst finding; nothing conclusive is unknown, never pass."""
+    return a.worst().value
+
+
+def rank_row(r: RankFacts) -> tuple[str, ...]:
+    p = r.provider
+    gin = r.gin_plugin or (f"type {r.gin_type}" if r.gin_type is not None else "")
+    efa = {True: "yes", False: "NO", None: "?"}[r.on_efa()]
+    return (
+        r.key,
+        ", ".join(lb for lb in r.labels if lb != r.key)[:40],
+        r.nccl_version or "",
+        r.network or "",
+        f"{p[0]} / {p[1]}" if p else "",
+        str(p[2]) if p else "",
+        gin,
+        efa if r.is_nccl else "",
+        str(r.warn_count) if r.warn_count else "",
+    )
+
+
+def rank_table(a: LogAnalysis) -> Any:
+    from rich.table import Table
+
+    t = Table(title="ranks", show_lines=False)
+    for c in COLUMNS:
+        t.add_column(c, overflow="fold")
+    for r in a.ranks:
+        row = list(rank_row(r))
+        style = {"NO": "bold red", "yes": "green"}.get(row[7])
+        t.add_row(*row, style=style if style == "bold red" else None)
+    return t
+
+
+def render_text(console: Any, a: LogAnalysis, verbose: bool = False) -> None:
+    from rich.text import Text
+
+    if a.ranks:
+        console.print(rank_table(a))
+    shown = [f for f in sort_findings(a.findings) if verbose or f.status is not Status.PASS]
+    for f in shown:
+        line = Text()
+        line.append(f"{f.status.value.upper():<8}", style=STYLE[f.status.value])
+        line.append(f"{f.code} ", style="bold")
+        line.append(redact_text(f.title))
+        console.print(line)
+        for e in f.evidence[:6]:
+            console.print(Text(f"          {redact_text(e)}", style="dim"))
+        if f.fix and f.status in (Status.FAIL, Status.WARN):
+            console.print(Text(f"          fix: {redact_text(f.fix)}", style="cyan"))
+    c = counts(a.findings)
+    summary = ", ".join(f"{n} {k}" for k, n in c.items() if n)
+    console.print(
+        Text(
+            f"logs: {verdict(a).upper()} ({summary or 'no findings'}); {len(a.ranks)} ranks, "
+            f"{a.stats.lines} lines, {a.facts.candidates} read closely",
+            style=STYLE[verdict(a)],
+        )
+    )
+
+
+def finding_line(f: Finding) -> str:
+    return f"{f.status.value.upper()} {f.code} {f.title}"
+
+
+def render_json(a: LogAnalysis, context: dict[str, Any] | None = None) -> str:
+    doc = {"verdict": verdict(a), "context": context or {}, **a.to_json()}
+    return redact_text(json.dumps(doc, indent=2))
+
+
+def _md(s: str) -> str:
+    return s.replace("|", "\\|")
+
+
+def render_markdown(a: LogAnalysis) -> str:
+    out = [f"### epdoctor logs: {verdict(a).upper()}", ""]
+    if a.ranks:
+        out.append("| " + " | ".join(COLUMNS) + " |")
+        out.append("|" + "---|" * len(COLUMNS))
+        for r in a.ranks:
+            out.append("| " + " | ".join(_md(c) for c in rank_row(r)) + " |")
+        out.append("")
+    for f in sort_findings(a.findings):
+        out.append(f"- **{f.status.value.upper()} {f.code}** {_md(f.title)}")
+        if f.evidence:
+            out.append("  ```")
+            out.extend(f"  {e}" for e in f.evidence[:6])
+            out.append("  ```")
+    return redact_text("\n".join(out))
