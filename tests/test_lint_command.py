@@ -123,3 +123,13 @@ def test_text_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
     tty = _Tty()
     render.text(report, tty)
     assert "\033[" not in "".join(tty.parts)
+
+
+def test_single_files_and_several_paths(capsys):
+    rc, out = run(capsys, f"{BAD}/recipe/probe-worker.sh", "--json")
+    doc = json.loads(out)
+    assert rc == 1 and [f["code"] for f in doc["findings"]] == ["S401"]
+    assert doc["findings"][0]["path"] == "probe-worker.sh"
+    rc, out = run(capsys, f"{BAD}/recipe", f"{GOOD}/recipe", "--json")
+    paths = {f["path"] for f in json.loads(out)["findings"]}
+    assert paths and all(p.startswith("recipe-bad/recipe/") for p in paths)
