@@ -134,6 +134,7 @@ class SshLab:
         cfg.write_text(
             "\n".join(
                 [
+                    extra_config,  # sshd takes the first value it reads: overrides go first
                     f"Port {port}",
                     "ListenAddress 127.0.0.1",
                     f"HostKey {hk}",
@@ -151,7 +152,6 @@ class SshLab:
                     "MaxSessions 50",
                     "LogLevel ERROR",
                     *([f"SetEnv {setenv}"] if setenv else []),
-                    extra_config,
                 ]
             )
             + "\n"

@@ -396,18 +396,19 @@ def _handshake(
         first = [k for k in opts.key_types if k in known]
         opts.key_types = first + [k for k in opts.key_types if k not in known]
     try:
-        t.start_client(timeout=dl.left(ct))
-    except paramiko.SSHException as exc:
+        # start_client returns quietly when its own timeout passes first: check the outcome
+        t.start_client(timeout=dl.left(ct) + 0.5)
+        if t.host_key is None:
+            raise t.get_exception() or paramiko.SSHException("handshake timed out")
+    except (paramiko.SSHException, EOFError) as exc:
         t.close()
-        msg = str(exc)
-        if "banner" in msg.lower():
+        if not t.remote_version:
             raise TargetError(
                 f"{name} accepted TCP but sent no SSH banner within {ct:g}s (not an SSH server, or hung)"
             ) from exc
-        raise TargetError(f"SSH handshake with {name} failed: {msg}") from exc
-    except EOFError as exc:
-        t.close()
-        raise TargetError(f"{name} closed the connection during the SSH handshake") from exc
+        if isinstance(exc, EOFError):
+            raise TargetError(f"{name} closed the connection during the SSH handshake") from exc
+        raise TargetError(f"SSH handshake with {name} failed: {exc}") from exc
     try:
         settings.policy.verify(name, t.get_remote_server_key())
         _authenticate(t, host, settings, dl)

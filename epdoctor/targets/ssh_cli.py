@@ -104,7 +104,7 @@ def read_hosts_file(path: str) -> list[str]:
     for line in lines:
         text = line.split("#", 1)[0].strip()
         if text:
-            out.extend(text.split())
+            out.append(text)  # one host a line: a line with spaces is refused, not split
     return out
 
 
