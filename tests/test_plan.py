@@ -228,3 +228,16 @@ def test_every_code_the_plan_uses_is_catalogued_and_every_plan_trap_is_used():
 def test_trtllm_below_its_nccl_floor():
     p = plan(engine="tensorrt-llm", nccl="2.29.7")
     assert levels(p, "E104") == [Level.BLOCKER]
+
+
+def test_reasons_name_the_traps_the_output_avoids():
+    vllm = plan()
+    for code in ("D405", "E408", "M702", "K205"):
+        assert levels(vllm, code) == [Level.INFO], code
+    trt = plan(engine="tensorrt-llm")
+    assert levels(trt, "E404") == [Level.INFO] and levels(trt, "E406") == [Level.INFO]
+    assert "M702" not in trt.codes()
+    dyn = plan(engine="dynamo")
+    assert levels(dyn, "E701") == [Level.INFO]
+    assert "E701" not in plan(engine="dynamo", target="bare").codes()
+    assert "E408" not in plan(nodes=1).codes()
