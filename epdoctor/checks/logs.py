@@ -124,6 +124,7 @@ def expectation(facts: LogFacts, ctx: Context) -> Expect:
         or any(r.gin_type not in (None, 0) for r in ranks)
         or facts.kind_count("deepep_v2_context")
         or _deepep_v2_manager(facts)
+        or any(r.gin_plugin for r in ranks)
     )
     return Expect(strong or intent, strong, nics, transport, gin)
 
@@ -395,6 +396,8 @@ def event_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
         by_kind.setdefault(e.kind, []).append(e)
     for kind, (code, status) in _EVENT_TRAPS.items():
         evs = by_kind.get(kind)
+        if kind == "jit_ptxas" and (by_kind.get("jit_ptxas_mov") or by_kind.get("jit_ptxas_stbulk")):
+            continue  # the same ptxas run, already explained by D504 / D405
         if evs:
             yield f"{code}:{kind}", _event_group(evs, _TITLES[kind], code, status)
     if qp := by_kind.get("deepep_qp_cap"):
