@@ -40,7 +40,7 @@ def test_real_p5en_gin_proxy_is_efa_direct_with_gin():
     assert r.gin_plugin == "Libfabric" and r.env["NCCL_NET_PLUGIN"].endswith("libnccl-net-ofi.so")
     assert codes(a) == {"T701": {"pass"}, "T201": {"pass"}}
     assert any(
-        ":11: " in e and "Selected provider is efa" in e for f in a.findings for e in f.evidence
+        ".log:12: " in e and "Selected provider is efa" in e for f in a.findings for e in f.evidence
     )
 
 
