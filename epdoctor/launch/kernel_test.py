@@ -203,7 +203,7 @@ class KernelTestRun:
         for node, path, data in staging(cfg):
             node.put_file(path, data)  # type: ignore[attr-defined]
         if cfg.counters:
-            self._before = {n.name: hwc.take_snapshot(n, cfg.python) for n in cfg.nodes}
+            self._before = {n.name: hwc.take_snapshot(n) for n in cfg.nodes}
         self._t0 = time.monotonic()
         for node, spec in zip(cfg.nodes, build_specs(cfg), strict=True):
             self.group.add(node.start(spec))
@@ -322,7 +322,7 @@ class KernelTestRun:
         else:
             report.gates.append(network_gate(ranks, cfg.world, cfg.expect))
         if cfg.counters:
-            after = {n.name: hwc.take_snapshot(n, cfg.python) for n in cfg.nodes}
+            after = {n.name: hwc.take_snapshot(n) for n in cfg.nodes}
             deltas = [hwc.delta(n, self._before.get(n, {}), after[n]) for n in after]
             banner = tuple(e for r in ranks for e in r.evidence if "Selected provider" in e)
             report.gates.append(hwc.counters_gate(deltas, len(cfg.nodes) > 1, banner))
