@@ -28,6 +28,10 @@ MAX_CARRY = 1 << 20  # a partial line longer than this is scanned as a fragment
 PARALLEL_MIN = 32 << 20  # below this a second process costs more than it saves
 MAX_WORKER_CANDIDATES = 200_000  # lines a worker returns; beyond that they are counted only
 
+MAX_LINE = 64 << 10  # a longer line is returned as a window around the hit
+WINDOW = 4096
+ANCHOR_OVERLAP = max(len(a) for a in ANCHORS) - 1  # kept when a fragment is flushed
+
 Candidate = tuple[int, bytes]  # (line number, raw line without the newline)
 
 
@@ -37,6 +41,7 @@ def scan_block(buf: bytes, cut: int, base_line: int) -> tuple[list[Candidate], i
     Returns the candidates and the number of newlines in buf[:cut].
     """
     spans: dict[int, int] = {}
+    windows: dict[int, int] = {}  # start of a huge line -> position of its first hit
     find = buf.find
     rfind = buf.rfind
     for anchor in ANCHORS:
@@ -49,6 +54,8 @@ def scan_block(buf: bytes, cut: int, base_line: int) -> tuple[list[Candidate], i
                 if e == -1:
                     e = cut
                 spans[s] = e
+                if e - s > MAX_LINE:
+                    windows[s] = i
             i = find(anchor, e + 1, cut)
     out: list[Candidate] = []
     line = base_line
@@ -57,7 +64,11 @@ def scan_block(buf: bytes, cut: int, base_line: int) -> tuple[list[Candidate], i
     for s in sorted(spans):
         line += count(b"\n", prev, s)
         prev = s
-        out.append((line + 1, buf[s : spans[s]]))
+        w = windows.get(s)
+        if w is None:
+            out.append((line + 1, buf[s : spans[s]]))
+        else:
+            out.append((line + 1, buf[max(s, w - WINDOW) : min(spans[s], w + WINDOW)]))
     newlines = line - base_line + count(b"\n", prev, cut)
     return out, newlines
 
@@ -80,8 +91,9 @@ class Feeder:
             if len(buf) <= MAX_CARRY:
                 self._carry = buf
                 return []
-            # a huge line: scan what we have as a fragment of line self.lines + 1
-            self._carry = b""
+            # a huge line: scan what we have as a fragment of line self.lines + 1, keeping
+            # enough of its end that an anchor cut in two is found in the next fragment
+            self._carry = buf[-ANCHOR_OVERLAP:]
             out, _ = scan_block(buf, len(buf), self.lines)
             return out
         out, n = scan_block(buf, cut, self.lines)
