@@ -147,3 +147,25 @@ def test_kernel_test_on_two_ssh_hosts(ssh_lab, hosts, capsys):  # noqa: F811
     # the probe was staged through the SSH channel and run from the run directory
     assert (Path(rdir) / "probes" / "ep_kernel_test.py").exists()
     assert Path(rdir, "report.json").exists()
+
+
+def test_a_failing_preflight_stops_the_launch(ssh_lab, hosts, capsys):  # noqa: F811
+    # these hosts have no GPU and no EFA: diagnose finds failures, so nothing may start
+    rdir = shared_dir()
+    rc = main(
+        [
+            "run",
+            "kernel-test",
+            *ssh_lab.cli_args(*(h.spec for h in hosts)),
+            "--builtin",
+            "--gpus",
+            "1",
+            "--yes",
+            "--run-dir",
+            rdir,
+        ]
+    )
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    assert "preflight failed: nothing started" in out and "FAIL" in out
+    assert not list(Path(rdir).iterdir())
