@@ -1,0 +1,229 @@
+"""The fleet section of a multi-target report: one row per node, then drift.
+
+Called by the text, JSON and Markdown renderers when more than one target was diagnosed:
+
+* ``render_text(console, results, fleet, verbose=False)``: a rich table (a node's cell that
+  differs from the fleet's most common value is highlighted), then the drift findings;
+* ``render_json(results, fleet) -> dict``: ``{"nodes": [...], "drift": [...], "odd_nodes": {...}}``;
+* ``render_markdown(results, fleet, verbose=False) -> list[str]``: the same as Markdown lines.
+
+`results` are TargetResults (their ``facts`` are NodeFacts.summary()); `fleet` the findings of
+checks.drift (target "fleet"). Passed drift checks are listed in one line unless verbose.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from epdoctor.model import Finding, Status, TargetResult
+from epdoctor.redact import redact_text
+from epdoctor.reports.common import counts, sort_findings, verdict
+
+# (column title, how to read it from a node's summary facts)
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("instance", "instance_type"),
+    ("driver", "driver"),
+    ("NCCL", "nccl"),
+    ("efa.ko", "efa_ko"),
+    ("EFA", "efa_devices"),
+    ("gdrdrv", "gdrdrv"),
+    ("plugin GIN", "plugins"),
+    ("libfabric", "libfabric"),
+    ("installer", "efa_installer"),
+)
+STYLE = {"fail": "bold red", "warn": "yellow", "unknown": "magenta", "pass": "green"}
+ICON = {"fail": "❌", "warn": "⚠️", "unknown": "❔", "pass": "✅", "skip": "➖", "error": "⛔"}
+
+
+def _cell(key: str, facts: dict[str, Any]) -> str:
+    v = facts.get(key)
+    if isinstance(v, dict) and "unknown" in v:
+        return "?"
+    if key == "nccl":
+        return ", ".join(sorted({str(n.get("version")) for n in v or []})) or "none"
+    if key == "plugins":
+        gins = sorted(
+            {",".join(g.rpartition("_")[2] for g in p.get("gin") or []) or "-" for p in v or []}
+        )
+        return "; ".join(gins) or "none"
+    if key in ("efa_ko", "gdrdrv") and v is None:
+        return "not loaded"
+    if v is None:
+        return "-"
+    return str(v)
+
+
+def node_rows(results: list[TargetResult]) -> list[dict[str, Any]]:
+    rows = []
+    for r in results:
+        c = counts(r.findings)
+        row: dict[str, Any] = {
+            "node": r.target.name,
+            "kind": r.target.kind,
+            "verdict": verdict(r),
+            "fail": c["fail"],
+            "warn": c["warn"],
+            "unknown": c["unknown"],
+            "error": r.error,
+            "elapsed_s": round(r.elapsed_s, 2) if r.elapsed_s is not None else None,
+        }
+        if not r.error:
+            row.update({title: _cell(key, r.facts) for title, key in COLUMNS})
+        rows.append(row)
+    return rows
+
+
+def majority(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Per column, the value most nodes have (only where there is a clear one)."""
+    out = {}
+    for title, _ in COLUMNS:
+        vals = Counter(r[title] for r in rows if not r["error"] and r.get(title) not in (None, "?"))
+        top = vals.most_common(2)
+        if top and (len(top) == 1 or top[0][1] > top[1][1]):
+            out[title] = top[0][0]
+    return out
+
+
+def odd_nodes(fleet: list[Finding]) -> dict[str, list[str]]:
+    """code -> the nodes a drift finding names as odd (from its evidence groups)."""
+    out: dict[str, list[str]] = {}
+    for f in fleet:
+        if f.status in (Status.PASS, Status.SKIP) or f.code == "F600" or len(f.evidence) < 2:
+            continue
+        names: list[str] = []
+        for line in f.evidence[1:]:
+            if " unknown on " in line:
+                names.append(line.split(" unknown on ", 1)[1].split(":", 1)[0])
+            elif ": " in line:
+                names += [n.strip() for n in line.rsplit(": ", 1)[1].rsplit(" (", 1)[0].split(",")]
+        out[f.code] = [n for n in names if n and " more" not in n]
+    return out
+
+
+def _split(fleet: list[Finding], verbose: bool) -> tuple[list[Finding], list[Finding]]:
+    shown = [f for f in sort_findings(fleet) if verbose or f.status is not Status.PASS]
+    passed = [f for f in fleet if f.status is Status.PASS]
+    return shown, passed
+
+
+def _passed_line(passed: list[Finding]) -> str:
+    labels = [f.title.split(" the same on all ")[0] for f in passed]
+    return "same on every node: " + ", ".join(labels) if labels else ""
+
+
+# --------------------------------------------------------------- text --
+
+
+def render_text(
+    console: Any, results: list[TargetResult], fleet: list[Finding], verbose: bool = False
+) -> None:
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
+    rows = node_rows(results)
+    common = majority(rows)
+    t = Table(title=f"fleet: {len(rows)} nodes", title_justify="left", show_lines=False)
+    t.add_column("node", no_wrap=True, style="bold")
+    t.add_column("verdict", no_wrap=True)
+    for title, _ in COLUMNS:
+        t.add_column(title, overflow="fold")
+    t.add_column("s", justify="right")
+    for r in rows:
+        v = r["verdict"]
+        vtext = Text(
+            v if v == "error" else f"{v} {r['fail']}F {r['warn']}W {r['unknown']}U",
+            style=STYLE.get(v, "bold red"),
+        )
+        if r["error"]:
+            err = Text(redact_text(r["error"]), style="red")
+            t.add_row(r["node"], vtext, err, *[""] * (len(COLUMNS) - 1), _secs(r))
+            continue
+        cells = []
+        for title, _ in COLUMNS:
+            val = r[title]
+            odd = title in common and val != common[title]
+            cells.append(
+                Text(val, style="bold yellow" if odd else ("magenta" if val == "?" else ""))
+            )
+        t.add_row(r["node"], vtext, *cells, _secs(r))
+    console.print(t)
+    shown, passed = _split(fleet, verbose)
+    lines: list[Text] = []
+    for f in shown:
+        head = Text()
+        head.append(f"{f.status.value.upper():<8}", style=STYLE.get(f.status.value, ""))
+        head.append(f"{f.code} ", style="bold")
+        head.append(redact_text(f.title))
+        lines.append(head)
+        lines += [Text(f"          {redact_text(e)}", style="dim") for e in f.evidence[:8]]
+        if f.fix and f.status in (Status.FAIL, Status.WARN):
+            lines.append(
+                Text(f"          fix: {redact_text(f.fix.split(' Change: ')[0])}", style="cyan")
+            )
+    if passed and not verbose:
+        lines.append(Text(_passed_line(passed), style="green"))
+    if lines:
+        from rich.console import Group
+
+        console.print(Panel(Group(*lines), title="drift between nodes", title_align="left"))
+
+
+def _secs(r: dict[str, Any]) -> str:
+    return f"{r['elapsed_s']:.1f}" if r["elapsed_s"] is not None else ""
+
+
+# --------------------------------------------------------------- JSON --
+
+
+def render_json(results: list[TargetResult], fleet: list[Finding]) -> dict[str, Any]:
+    return {
+        "nodes": node_rows(results),
+        "drift": [f.to_json() for f in sort_findings(fleet)],
+        "odd_nodes": odd_nodes(fleet),
+    }
+
+
+# --------------------------------------------------------------- Markdown --
+
+
+def _md(text: Any) -> str:
+    return redact_text(str(text)).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(
+    results: list[TargetResult], fleet: list[Finding], verbose: bool = False
+) -> list[str]:
+    rows = node_rows(results)
+    common = majority(rows)
+    head = ["node", "verdict", *(t for t, _ in COLUMNS), "s"]
+    out = [f"### Fleet: {len(rows)} nodes", "", "| " + " | ".join(head) + " |"]
+    out.append("|" + "---|" * len(head))
+    for r in rows:
+        v = r["verdict"]
+        vcell = f"{ICON.get(v, '')} {v}" + (
+            "" if r["error"] else f" {r['fail']}F {r['warn']}W {r['unknown']}U"
+        )
+        if r["error"]:
+            cells = [_md(r["error"])] + [""] * (len(COLUMNS) - 1)
+        else:
+            cells = [
+                f"**{_md(r[t])}**" if t in common and r[t] != common[t] else _md(r[t])
+                for t, _ in COLUMNS
+            ]
+        out.append("| " + " | ".join([f"`{_md(r['node'])}`", vcell, *cells, _secs(r)]) + " |")
+    out.append("")
+    shown, passed = _split(fleet, verbose)
+    if shown:
+        out += ["#### Drift between nodes", "", "| | code | finding |", "|---|---|---|"]
+        out += [f"| {ICON.get(f.status.value, '')} | `{f.code}` | {_md(f.title)} |" for f in shown]
+        out.append("")
+        for f in shown:
+            if f.evidence:
+                out += [f"<details><summary><code>{f.code}</code> evidence</summary>", "", "```"]
+                out += [redact_text(e) for e in f.evidence]
+                out += ["```", "", "</details>", ""]
+    if passed and not verbose:
+        out += [f"_{_passed_line(passed)}._", ""]
+    return out
