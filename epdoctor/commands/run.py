@@ -727,6 +727,7 @@ def serve_config(
         run_dir=run_dir(args, "serve"),
         env=plan_env(plan),
         budget_s=args.startup_budget,
+        leader_addr=getattr(args, "master_addr", None) or _first_address(nodes),
     )
 
 
