@@ -167,6 +167,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self.exec_calls: list[dict[str, Any]] = []
         self.exec_env: dict[str, str] = {}
         self.seen: list[str] = []  # "METHOD path?query" of every request, in order
+        self.run_jobs = True
+        self.host_root: Path | None = None  # where the Job pods' hostPath mounts are laid out
+        self._tasks: list[asyncio.Task[None]] = []
 
     # -- object helpers ---------------------------------------------------------------------
 
@@ -199,6 +202,13 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if m and m.group("plural") == "pods" and m.group("sub") == "log" and raw.method == "GET":
             return self._log(raw, m.group("ns"), m.group("name"))
         resp = await super().__call__(raw)
+        if m and m.group("plural") == "jobs" and self.run_jobs and resp.status in (200, 201):
+            if raw.method == "POST":
+                job = json.loads(await raw.read())
+                job["metadata"].setdefault("namespace", m.group("ns"))
+                self._tasks.append(asyncio.create_task(self._run_job(job)))
+            elif raw.method == "DELETE" and m.group("name"):
+                self._collect_job_pods(m.group("ns"), m.group("name"))
         if (
             m
             and raw.method == "GET"
@@ -263,6 +273,71 @@ class KubeEmulator(kmock.KubernetesEmulator):
             lines = text.splitlines(keepends=True)
             text = "".join(lines[-int(tail) :])
         return aiohttp.web.Response(text=text, content_type="text/plain")
+
+    # -- Job controller + kubelet, for the node Job mode ---------------------------------------
+
+    async def _run_job(self, job: dict[str, Any]) -> None:
+        """What the Job controller and a kubelet do: one pod, its container run for real.
+
+        hostPath volumes are laid out as symlinks under ``host_root`` (this machine
+        is the node), and the container's paths under a mountPath are mapped there.
+        """
+        ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        tpl = job["spec"]["template"]
+        pod_name = f"{name}-{os.urandom(3).hex()[:5]}"
+        labels = {**(tpl.get("metadata") or {}).get("labels", {}), "job-name": name}
+        spec = dict(tpl["spec"])
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": pod_name, "namespace": ns, "labels": labels},
+            "spec": {
+                **spec,
+                "nodeName": spec.get("nodeSelector", {}).get("kubernetes.io/hostname"),
+            },
+            "status": {"phase": "Pending"},
+        }
+        self.put(pod)
+        container = spec["containers"][0]
+        root = self.host_root or Path("/nonexistent")
+        vols = {v["name"]: v for v in spec.get("volumes") or []}
+        prefixes = []
+        for mnt in container.get("volumeMounts") or []:
+            host = (vols.get(mnt["name"]) or {}).get("hostPath", {}).get("path")
+            if host is None:
+                continue
+            target = root / mnt["mountPath"].lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.exists() and os.path.exists(host):
+                target.symlink_to(host)
+            prefixes.append(mnt["mountPath"].rstrip("/").rsplit("/", 1)[0] or "/")
+        mount_root = min(prefixes, key=len) if prefixes else None
+
+        def mapped(arg: str) -> str:
+            if mount_root and mount_root != "/" and arg.startswith(mount_root):
+                return str(root) + arg
+            return arg
+
+        argv = [mapped(a) for a in container["command"] + container.get("args", [])]
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        self._set_phase(ns, pod_name, "Running")
+        out, _ = await proc.communicate()
+        self.logs[(ns, pod_name, container["name"], False)] = out.decode("utf-8", "replace")
+        self._set_phase(ns, pod_name, "Succeeded" if proc.returncode == 0 else "Failed")
+
+    def _set_phase(self, ns: str, name: str, phase: str) -> None:
+        key = (kmock.resource("", "v1", "pods"), ns, name)
+        if key in self.objects and not self.objects[key].deleted:
+            self.objects[key].patch({"status": {"phase": phase}})
+
+    def _collect_job_pods(self, ns: str, job: str) -> None:
+        """The garbage collector: a deleted Job's pods go too (propagationPolicy Background)."""
+        for (res, pns, _name), obj in list(self.objects.items()):
+            labels = obj.get("metadata", {}).get("labels") or {} if not obj.deleted else {}
+            if res.plural == "pods" and pns == ns and labels.get("job-name") == job:
+                obj.delete()
 
     # -- exec over websocket -----------------------------------------------------------------
 

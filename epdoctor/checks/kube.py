@@ -389,3 +389,16 @@ def env_and_logs(facts: Mapping[str, Any], ctx: Context) -> Iterator[Finding]:
 def _restarted(facts: Mapping[str, Any]) -> bool:
     cs = _cstatus(facts)
     return bool(cs and (cs.get("restartCount") or 0) > 0)
+
+
+@check("K301", domain="kube-job")
+def node_job(facts: Mapping[str, Any], ctx: Context) -> Iterator[Finding]:
+    """A node whose probe Job gave no document is unknown, never healthy."""
+    if facts.get("probe_ran"):
+        return
+    ev = [f"Job {facts.get('job')} on node {facts.get('node')}: pod {facts.get('phase', '?')}"]
+    if facts.get("error"):
+        ev.append(str(facts["error"]))
+    if facts.get("cleanup_error"):
+        ev.append(f"cleanup: {facts['cleanup_error']}")
+    yield finding("K301", Status.UNKNOWN, evidence=ev)
