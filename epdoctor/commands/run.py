@@ -773,16 +773,20 @@ def start_serving(args: argparse.Namespace, out: Out, srun: Any, board: Any) -> 
     """Start and wait for readiness; returns the gate. Ctrl-C propagates (caller stops srun)."""
     srun.start()
     why: list[str] = []
+    plain = not out.json and (args.no_live or not out.console.is_terminal)
+    last = [0.0]
 
     def step() -> bool:
         r = srun.step()
         p = srun.waiter.last
-        board.set_status(
-            "ready",
-            "waiting",
-            f"{srun.waiter.elapsed:.0f}s of "
-            f"{srun.cfg.budget_s:.0f}s: {p.detail if p else 'starting'}",
+        text = (
+            f"{srun.waiter.elapsed:.0f}s of {srun.cfg.budget_s:.0f}s: "
+            f"{p.detail if p else 'starting'}"
         )
+        board.set_status("ready", "waiting", text)
+        if plain and r is None and srun.waiter.elapsed - last[0] >= 30:
+            last[0] = srun.waiter.elapsed
+            out.print(f"waiting for readiness: {text}", markup=False)
         if r is None:
             return True
         why.append(r)
