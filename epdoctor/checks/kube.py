@@ -112,7 +112,9 @@ def scheduling(facts: Mapping[str, Any], ctx: Context) -> Iterator[Finding]:
         return
     if not failed:
         return  # Pending while pulling or starting: the image/probe checks speak to that
-    missing = {m for e in failed for m in _INSUFFICIENT.findall(e.get("message") or "")}
+    missing = {
+        m.rstrip(".,") for e in failed for m in _INSUFFICIENT.findall(e.get("message") or "")
+    }
     lines = [_ev_line(e) for e in failed[-3:]]
     huge = sorted(m for m in missing if m.startswith("hugepages-"))
     if huge:
