@@ -9,11 +9,18 @@ typed messages of epdoctor.screens.messages.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from textual.app import App
+from epdoctor.screens.messages import (
+    DiagnosisDone,
+    DiagnosisFailed,
+    TargetProgress,
+    TargetsResolved,
+)
+from textual import work
+from textual.app import App, ScreenStackError
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
@@ -32,6 +39,7 @@ class Shared:
     plan_dir: str = ""
     launches: list[Any] = field(default_factory=list)  # runs with .stop() -> list[str]
     target_label: str = "not diagnosed yet"
+    target_names: list[str] = field(default_factory=list)
 
     def plan_label(self) -> str:
         p = self.plan
@@ -91,6 +99,65 @@ class EpdoctorApp(App[int]):
     def on_mount(self) -> None:
         self.update_header()
         self.switch_mode(self.start_mode)
+        if self.diagnose_on_start:
+            self.diagnose(self.shared.target_argv)
+
+    # --- diagnosis (shared by the targets and tour screens) -----------------
+    @work(thread=True, exclusive=True, group="diagnose")
+    def diagnose(self, argv: list[str]) -> None:
+        """Resolve the target flags and diagnose every target concurrently."""
+        from epdoctor.screens.targets import describe_targets, parse_target_flags
+
+        from epdoctor.commands.diagnose import _fleet_findings
+        from epdoctor.diagnose import diagnose_many
+        from epdoctor.targets.base import ProbeOptions
+        from epdoctor.targets.selection import targets_from_args
+
+        self.shared.target_argv = list(argv)
+        try:
+            targets = targets_from_args(parse_target_flags(argv))
+        except Exception as exc:  # bad flags, unreadable bundle, a provider's client error
+            text = str(exc) if isinstance(exc, (ValueError, OSError)) else f"{exc}"
+            self.post_message(DiagnosisFailed(text or type(exc).__name__))
+            return
+        self.shared.target_label = describe_targets(targets)
+        self.post_message(TargetsResolved([t.info.name for t in targets]))
+
+        def progress(target: Any, state: str) -> None:
+            self.post_message(TargetProgress(target.info.name, state))
+
+        diagnoses = diagnose_many(
+            targets, self.shared.ctx, ProbeOptions(timeout_s=60), progress=progress
+        )
+        self.post_message(DiagnosisDone(diagnoses, _fleet_findings(diagnoses)))
+
+    def _forward(self, msg: Any) -> None:
+        screen = getattr(self, "targets_screen", None)
+        if screen is not None and screen.is_attached:
+            screen.post_message(replace(msg))
+        try:
+            current = self.screen
+        except ScreenStackError:  # the first screen is not up yet: it reads shared on mount
+            return
+        if current is not screen and hasattr(current, "diagnosis_changed"):
+            current.diagnosis_changed()
+
+    def on_targets_resolved(self, msg: TargetsResolved) -> None:
+        self.shared.target_names = list(msg.names)
+        self.shared.diagnoses, self.shared.fleet = [], []
+        self.update_header()
+        self._forward(msg)
+
+    def on_target_progress(self, msg: TargetProgress) -> None:
+        self._forward(msg)
+
+    def on_diagnosis_failed(self, msg: DiagnosisFailed) -> None:
+        self._forward(msg)
+
+    def on_diagnosis_done(self, msg: DiagnosisDone) -> None:
+        self.shared.diagnoses, self.shared.fleet = msg.diagnoses, msg.fleet
+        self.update_header()
+        self._forward(msg)
 
     # --- shared state -------------------------------------------------------
     def update_header(self) -> None:

@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from textual.message import Message
+from textual.message import Message as _Message
+
+
+class Message(_Message, bubble=False):
+    """Posted to the one widget that handles it (the app forwards what screens need)."""
 
 
 @dataclass
@@ -38,6 +42,7 @@ class DiagnosisFailed(Message):
 class PlanComputed(Message):
     plan: Any | None  # epdoctor.plan.Plan
     error: str = ""
+    generation: int = 0  # which recompute asked for it: older answers are dropped
 
 
 @dataclass

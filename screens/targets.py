@@ -22,7 +22,6 @@ from epdoctor.screens.messages import (
     TargetsResolved,
 )
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -49,7 +48,11 @@ def _plugin(facts: dict[str, Any]) -> Any:
         return plugins
     if not plugins:
         return "none"
-    return "; ".join("GIN " + (",".join(p.get("gin") or []) or "none") for p in plugins)
+    # ncclGinPlugin_v14 -> v14: the column is narrow, the explanation has the full names
+    return "; ".join(
+        "GIN " + (",".join(g.rsplit("_", 1)[-1] for g in p.get("gin") or []) or "none")
+        for p in plugins
+    )
 
 
 def _nccl(facts: dict[str, Any]) -> Any:
@@ -146,10 +149,11 @@ class TargetsScreen(Screen[None]):
         tree = self.query_one("#findings", Tree)
         tree.show_root = False
         tree.auto_expand = False  # Enter explains; Space opens the evidence
+        app.targets_screen = self  # type: ignore[attr-defined]
         if shared.diagnoses:
             self._show(shared.diagnoses, shared.fleet)
-        elif getattr(app, "diagnose_on_start", True):
-            self.action_diagnose()
+        elif shared.target_names:
+            self.on_targets_resolved(TargetsResolved(shared.target_names))
         table.focus()
 
     # --- diagnose -----------------------------------------------------------
@@ -162,39 +166,12 @@ class TargetsScreen(Screen[None]):
             return
         self.app.shared.target_argv = argv  # type: ignore[attr-defined]
         self.query_one("#target-summary", Static).update("resolving targets…")
-        self._diagnose(argv)
+        self.app.diagnose(argv)  # type: ignore[attr-defined]
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "target-flags":
             self.action_diagnose()
             self.query_one("#target-table", DataTable).focus()
-
-    @work(thread=True, exclusive=True, group="diagnose")
-    def _diagnose(self, argv: list[str]) -> None:
-        from epdoctor.commands.diagnose import _fleet_findings
-        from epdoctor.diagnose import diagnose_many
-        from epdoctor.targets.base import ProbeOptions, TargetError
-        from epdoctor.targets.selection import targets_from_args
-
-        try:
-            targets = targets_from_args(parse_target_flags(argv))
-        except (ValueError, TargetError, OSError) as exc:
-            self.post_message(DiagnosisFailed(str(exc)))
-            return
-        except Exception as exc:  # a provider's client error (kubeconfig, DNS): shown, not fatal
-            self.post_message(DiagnosisFailed(f"{type(exc).__name__}: {exc}"))
-            return
-        self.post_message(TargetsResolved([t.info.name for t in targets]))
-        label = describe_targets(targets)
-        self.app.shared.target_label = label  # type: ignore[attr-defined]
-        ctx = self.app.shared.ctx  # type: ignore[attr-defined]
-
-        def progress(target: Any, state: str) -> None:
-            self.post_message(TargetProgress(target.info.name, state))
-
-        diagnoses = diagnose_many(targets, ctx, ProbeOptions(timeout_s=60), progress=progress)
-        fleet = _fleet_findings(diagnoses)
-        self.post_message(DiagnosisDone(diagnoses, fleet))
 
     # --- messages -----------------------------------------------------------
     def on_targets_resolved(self, msg: TargetsResolved) -> None:
@@ -204,7 +181,6 @@ class TargetsScreen(Screen[None]):
             table.add_row(name, STATE_LABEL["waiting"], *["-"] * len(KEY_FACTS), key=f"{i}")
         self._rows = {name: f"{i}" for i, name in enumerate(msg.names)}
         self.query_one("#target-summary", Static).update(f"probing {len(msg.names)} target(s)…")
-        self.app.update_header()  # type: ignore[attr-defined]
 
     def on_target_progress(self, msg: TargetProgress) -> None:
         key = getattr(self, "_rows", {}).get(msg.name)
@@ -219,13 +195,13 @@ class TargetsScreen(Screen[None]):
         self.notify(msg.error, severity="error", title="targets")
 
     def on_diagnosis_done(self, msg: DiagnosisDone) -> None:
-        shared = self.app.shared  # type: ignore[attr-defined]
-        shared.diagnoses, shared.fleet = msg.diagnoses, msg.fleet
         self._show(msg.diagnoses, msg.fleet)
-        self.app.update_header()  # type: ignore[attr-defined]
 
     # --- drawing ------------------------------------------------------------
     def _show(self, diagnoses: list[Any], fleet: list[Finding]) -> None:
+        if getattr(self, "_shown", None) is diagnoses:
+            return  # already drawn (on mount, then the forwarded message)
+        self._shown = diagnoses
         table = self.query_one("#target-table", DataTable)
         table.clear()
         results = [d.result for d in diagnoses]

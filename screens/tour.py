@@ -81,6 +81,9 @@ class TourScreen(Screen[None]):
     def on_screen_resume(self) -> None:
         self.show_step(self.index)  # a diagnosis may have landed meanwhile
 
+    def diagnosis_changed(self) -> None:
+        self.show_step(self.index)
+
     def show_step(self, i: int) -> None:
         steps = self.tour.steps
         self.index = max(0, min(i, len(steps) - 1))

@@ -59,7 +59,7 @@ class TrapsScreen(Screen[None]):
 
     def _value(self, sel_id: str) -> str | None:
         v = self.query_one(sel_id, Select).value
-        return None if v is Select.BLANK else str(v)
+        return None if v is Select.NULL else str(v)
 
     def refilter(self) -> None:
         query = self.query_one("#trap-search", Input).value

@@ -35,6 +35,7 @@ class WizardScreen(Screen[None]):
         super().__init__()
         self.raw: dict[str, str] = {}  # question key -> the text/choice in its widget
         self.keys: tuple[str, ...] = ()
+        self.generation = 0
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -101,7 +102,7 @@ class WizardScreen(Screen[None]):
     @on(Select.Changed)
     async def _select_changed(self, event: Select.Changed) -> None:
         wid = event.select.id or ""
-        if wid.startswith("q-") and event.value is not Select.BLANK:
+        if wid.startswith("q-") and event.value is not Select.NULL:
             await self._changed(wid[2:], str(event.value))
 
     @on(Input.Changed)
@@ -120,6 +121,7 @@ class WizardScreen(Screen[None]):
 
     # --- the verdict --------------------------------------------------------
     def recompute(self) -> None:
+        self.generation += 1
         answers, errors = self._answers()
         for key in self.keys:
             for err in self.query(f"#err-{key}"):
@@ -127,24 +129,26 @@ class WizardScreen(Screen[None]):
         if errors:
             self._verdict(Text(f"{len(errors)} answer(s) to fix before there is a verdict", "bold"))
             return
-        self._plan(answers)
+        self._plan(answers, self.generation)
 
     @work(thread=True, exclusive=True, group="plan")
-    def _plan(self, answers: dict[str, Any]) -> None:
+    def _plan(self, answers: dict[str, Any], generation: int) -> None:
         from epdoctor.model import EpdoctorError
         from epdoctor.plan import PlanInput, make_plan
 
         try:
             plan = make_plan(PlanInput(**Q.answered(answers)))
         except EpdoctorError as exc:
-            self.post_message(PlanComputed(None, str(exc)))
+            self.post_message(PlanComputed(None, str(exc), generation))
             return
-        self.post_message(PlanComputed(plan))
+        self.post_message(PlanComputed(plan, "", generation))
 
     def _verdict(self, text: Text) -> None:
         self.query_one("#wizard-verdict", Static).update(text)
 
     def on_plan_computed(self, msg: PlanComputed) -> None:
+        if msg.generation != self.generation:
+            return  # the answers changed since this plan was asked for
         table = self.query_one("#wizard-reasons", DataTable)
         table.clear()
         if msg.plan is None:
