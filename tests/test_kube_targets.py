@@ -303,6 +303,11 @@ def test_crashloop_segfault_from_previous_log(cluster):
     text = "\n".join(k101["evidence"])
     assert "exitCode 139" in text and "restarts 5" in text and "CrashLoopBackOff" in text
     assert "previous log: Fatal Python error: Segmentation fault" in text
+    # the log analyzer read the --previous log too, and the raw tail is in the report
+    assert codes(doc).get("E203") == "fail"
+    kube = doc["facts"]["kube"]
+    assert kube["last_termination"]["exitCode"] == 139 and kube["waiting"] == "CrashLoopBackOff"
+    assert "Fatal Python error: Segmentation fault" in kube["log_tail"]["previous"]
     assert not any(c["pod"] == f"{STS}-1" for c in cluster.emulator.exec_calls)
 
 

@@ -8,7 +8,6 @@ not be read and why) and ``probe_ran``. Plain API JSON: no client types here.
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -338,50 +337,32 @@ def pod_env_findings(facts: Mapping[str, Any], ctx: Context) -> list[Finding]:
     return []
 
 
-def log_findings(facts: Mapping[str, Any]) -> list[Finding]:
-    """The log analyzer on the container logs, when this installation has it."""
-    analyze = _analyzer()
-    if analyze is None:
+def log_findings(facts: Mapping[str, Any], ctx: Context) -> list[Finding]:
+    """The log analyzer (checks/logs.py) on the container logs: what they show went wrong.
+
+    Only warnings and failures: a tail that starts after the startup banners shows
+    nothing conclusive about them, and that absence is not a finding about the pod.
+    """
+    try:
+        from epdoctor.checks.logs import analyze_stream
+    except ImportError:  # an installation without the log analyzer
         return []
     out: list[Finding] = []
+    name = facts["pod"]["metadata"]["name"]
     for which in ("previous", "current"):
         text = (facts.get("logs") or {}).get(which)
-        if text:
-            for f in analyze(text, f"{facts['pod']['metadata']['name']} ({which} log)"):
-                if isinstance(f, Finding):
-                    out.append(f)
-    return out
-
-
-def _analyzer() -> Any:
-    for mod_name in ("epdoctor.facts.logs", "epdoctor.facts.nccl_log", "epdoctor.logs"):
-        try:
-            mod = importlib.import_module(mod_name)
-        except ImportError:
+        if not text:
             continue
-        fn = getattr(mod, "analyze_stream", None) or getattr(mod, "analyze_text", None)
-        if fn is not None:
-            return lambda text, source, fn=fn: fn(iter([text.encode()]), source=source)
-        cls = getattr(mod, "LogAnalyzer", None)
-        if cls is not None:
-
-            def run(text: str, source: str, cls: Any = cls) -> list[Any]:
-                a = cls()
-                got = list(a.feed(text.encode()) or [])
-                finish = getattr(a, "finish", None) or getattr(a, "close", None)
-                if finish is not None:
-                    got += list(finish() or [])
-                return got
-
-            return run
-    return None
+        analysis = analyze_stream([text.encode()], ctx, source=f"{name} ({which} log)")
+        out.extend(f for f in analysis.findings if f.status in (Status.WARN, Status.FAIL))
+    return out
 
 
 @check("K114", domain="kube")
 def env_and_logs(facts: Mapping[str, Any], ctx: Context) -> Iterator[Finding]:
     """The env contract on the pod's env and the log analyzer on its logs (shared code)."""
     yield from pod_env_findings(facts, ctx)
-    found = log_findings(facts)
+    found = log_findings(facts, ctx)
     yield from found
     if not found and (facts.get("logs") or {}).get("previous") is None and _restarted(facts):
         why = (facts.get("unseen") or {}).get("logs.previous", "not read")

@@ -31,7 +31,7 @@ from epdoctor.targets.base import ProbeOptions, ProbeOutput, Target, TargetError
 from epdoctor.targets.probe_script import node_probe_source
 
 API_TIMEOUT = (5.0, 20.0)  # (connect, read) seconds for every plain API call
-LOG_TAIL_LINES = 400
+LOG_TAIL_LINES = 2000
 LOG_MAX_BYTES = 4 << 20
 SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 V5_CHANNEL = "v5.channel.k8s.io"
@@ -502,10 +502,54 @@ class KubePodTarget(Target):
         facts["logs"] = logs
         node = getattr(diagnosis, "node", None) if diagnosis is not None else None
         facts["probe_ran"] = node is not None
+        facts["summary"] = summary(facts)
         return {"kube": facts}
 
     def close(self) -> None:
         pass  # the session is shared by every pod target; kube_cli closes it
+
+
+SUMMARY_LOG_LINES = 30
+SUMMARY_RESOURCES = ("nvidia.com/gpu", "vpc.amazonaws.com/efa", "hugepages-2Mi")
+
+
+def summary(facts: dict[str, Any]) -> dict[str, Any]:
+    """What the report shows about the pod next to the probe's facts (and the raw log tails)."""
+    pod = facts["pod"]
+    st = pod.get("status") or {}
+    cs = next(
+        (c for c in st.get("containerStatuses") or [] if c.get("name") == facts["container"]), {}
+    )
+    state = cs.get("state") or {}
+    out: dict[str, Any] = {
+        "phase": st.get("phase"),
+        "container": facts["container"],
+        "state": next(iter(state), None),
+        "ready": cs.get("ready"),
+        "restarts": cs.get("restartCount"),
+        "qos": st.get("qosClass"),
+    }
+    if (state.get("waiting") or {}).get("reason"):
+        out["waiting"] = state["waiting"]["reason"]
+    term = (cs.get("lastState") or {}).get("terminated")
+    if term:
+        out["last_termination"] = {k: term.get(k) for k in ("exitCode", "reason", "finishedAt")}
+    node = facts.get("node")
+    if isinstance(node, dict):
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        out["node"] = node["metadata"]["name"]
+        out["instance_type"] = labels.get("node.kubernetes.io/instance-type")
+        out["allocatable"] = {k: alloc.get(k) for k in SUMMARY_RESOURCES}
+    tails = {}
+    for which, text in (facts.get("logs") or {}).items():
+        if text:
+            tails[which] = text.splitlines()[-SUMMARY_LOG_LINES:]
+    if tails:
+        out["log_tail"] = tails
+    if facts.get("unseen"):
+        out["unseen"] = dict(facts["unseen"])
+    return out
 
 
 def default_container(pod: dict[str, Any]) -> str:
