@@ -70,6 +70,8 @@ def _with_side_facts(target: Target, diag: Diagnosis, ctx: Context) -> Diagnosis
         return diag
     for domain, facts in extra.items():
         diag.extra[domain] = facts
+        if isinstance(facts, dict) and facts.get("summary"):
+            diag.result.facts.setdefault(domain, facts["summary"])  # shown with the probe facts
         found = run_checks(facts, ctx, domain=domain)
         diag.result.findings.extend(_with_target(f, target.info.name) for f in found)
     return diag
