@@ -221,15 +221,15 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 1
     raise RuntimeError(f"sshd on port {port} did not start listening")
 
 
-def user_processes(marker: str) -> list[int]:
-    """PIDs of the test user's processes whose command line contains `marker`."""
+def user_processes(marker: str, any_user: bool = False) -> list[int]:
+    """PIDs of the test user's (or anyone's) processes whose command line contains `marker`."""
     uid = pwd.getpwnam(USER).pw_uid
     out = []
     for d in os.listdir("/proc"):
-        if not d.isdigit():
+        if not d.isdigit() or int(d) == os.getpid():
             continue
         try:
-            if os.stat(f"/proc/{d}").st_uid != uid:
+            if not any_user and os.stat(f"/proc/{d}").st_uid != uid:
                 continue
             cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
@@ -237,6 +237,21 @@ def user_processes(marker: str) -> list[int]:
         if marker in cmd:
             out.append(int(d))
     return out
+
+
+@contextlib.contextmanager
+def sudo_rule(rule: str = f"{USER} ALL=(root) NOPASSWD: ALL") -> Iterator[None]:
+    """A sudoers drop-in for the test user while the block runs (checked with visudo first)."""
+    path = Path("/etc/sudoers.d/zz-epdoctor-ssh-test")
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(rule + "\n")
+    tmp.chmod(0o440)
+    subprocess.run(["visudo", "-cqf", str(tmp)], check=True)
+    tmp.replace(path)
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from nodefs import have_gcc, nccl_lib
-from sshd_fixture import USER, SshLab, dead_port, user_processes
+from sshd_fixture import USER, SshLab, dead_port, sudo_rule, user_processes
 from sshd_fixture import ssh_lab as ssh_lab  # the fixture
 
 from epdoctor.checks.base import Context
@@ -238,7 +238,8 @@ def test_a_hanging_probe_hits_the_host_deadline_and_leaves_nothing(ssh_lab):
     t.close()
     assert "within 4s" in str(e.value)
     assert time.monotonic() - t0 < 8
-    assert _gone("sleep 3001"), user_processes("sleep 3001")
+    # the remote `timeout` backstop is past the probe deadline (60 s), so only the kill did this
+    assert _gone("sleep 3001", wait=1.0), user_processes("sleep 3001")
     assert t.execs == 2  # the probe, then the kill
 
 
@@ -263,10 +264,27 @@ def test_ctrl_c_cancels_and_no_remote_process_is_left(ssh_lab, good):
     assert _gone("python3 -"), user_processes("python3 -")
 
 
-def _gone(marker: str, wait: float = 5.0) -> bool:
+def test_epdoctor_killed_outright_still_leaves_nothing(ssh_lab):
+    """No Ctrl-C, no cleanup: SIGKILL the client. The probe's own deadline (6 s here) ends the
+    hanging tool; the remote `timeout` ends the probe if it wedged itself."""
+    env = node_dir(ssh_lab, "hang3", tool=("nvidia-smi", "exec sleep 3004\n"))
+    h = ssh_lab.start_host("hang3", env=env)
+    cmd = [sys.executable, "-m", "epdoctor", "diagnose", "--json", "--timeout", "6"]
+    proc = subprocess.Popen([*cmd, *ssh_lab.cli_args(h.spec)], cwd=REPO, stdout=subprocess.DEVNULL)
+    end = time.monotonic() + 30
+    while not user_processes("sleep 3004") and time.monotonic() < end:
+        time.sleep(0.1)
+    assert user_processes("sleep 3004")
+    proc.kill()
+    proc.wait()
+    assert _gone("sleep 3004", wait=20), user_processes("sleep 3004")
+    assert _gone("python3 -", wait=20), user_processes("python3 -")
+
+
+def _gone(marker: str, wait: float = 5.0, any_user: bool = False) -> bool:
     end = time.monotonic() + wait
     while time.monotonic() < end:
-        if not user_processes(marker):
+        if not user_processes(marker, any_user):
             return True
         time.sleep(0.1)
     return False
@@ -318,16 +336,32 @@ def test_hosts_file_and_host_specs(tmp_path):
     )
 
 
-def test_sudo_without_a_sudo_says_so(ssh_lab, good):
+@pytest.mark.skipif(not shutil.which("sudo"), reason="sudo is not installed (.ci/run installs it)")
+def test_sudo_is_non_interactive_runs_as_root_and_is_killed_as_root(ssh_lab, good):
+    # no sudo rule yet: sudo -n must fail at once with sudo's reason, never prompt
     [t] = targets(ssh_lab, good[0].spec, extra=("--sudo",))
-    try:
-        if shutil.which("sudo"):
-            pytest.skip("this machine has sudo; the refusal path needs a host without it")
-        with pytest.raises(TargetError) as e:
-            t.run_probe(ProbeOptions(timeout_s=20))
-        assert "sudo -n refused" in str(e.value)
-    finally:
+    with pytest.raises(TargetError) as e:
+        t.run_probe(ProbeOptions(timeout_s=20))
+    t.close()
+    assert "sudo -n refused" in str(e.value) and "password is required" in str(e.value)
+    env = node_dir(ssh_lab, "hang-root", tool=("nvidia-smi", "exec sleep 3003\n"))
+    h = ssh_lab.start_host("hang-root", env=env)
+    # sudo resets PATH to secure_path; this rule keeps the session's PATH so the hanging tool
+    # of the second host is found (a site that wants the user's environment under sudo does this)
+    keep = f'Defaults:{USER} !secure_path, env_keep += "PATH LD_LIBRARY_PATH"'
+    with sudo_rule(f"{keep}\n{USER} ALL=(root) NOPASSWD: ALL"):
+        [t] = targets(ssh_lab, good[0].spec, extra=("--sudo",))
+        try:
+            doc = json.loads(t.run_probe(ProbeOptions(timeout_s=30)).stdout)
+        finally:
+            t.close()
+        assert doc["sections"]["system"]["euid"] == 0
+        # a root probe that hangs: the kill goes through sudo too, nothing survives
+        [t] = targets(ssh_lab, h.spec, extra=("--sudo", "--host-timeout", "5"))
+        with pytest.raises(TargetError, match="within 5s"):
+            t.run_probe(ProbeOptions(timeout_s=60))
         t.close()
+        assert _gone("sleep 3003", 1.0, any_user=True), user_processes("sleep 3003", any_user=True)
 
 
 # --------------------------------------------------------------- logs --

@@ -6,7 +6,8 @@ One host = one TCP connection and ONE exec: the node probe goes on stdin of
     exec /bin/sh -c 'echo EPDOCTOR_PID=$$; exec timeout -s KILL LIM python3 - ARGS'
 
 so the first stdout line names the process to stop, and the remote
-``timeout`` bounds the probe's life even when this side vanishes. Cancelling
+``timeout`` bounds the probe's life even when this side vanishes (set past the
+probe's own deadline, at which the probe ends every tool it started). Cancelling
 (Ctrl-C, the per-host deadline) kills that process and every descendant over
 a second channel on the same connection: the probe runs its tools in their own
 sessions, so killing one process group would leave a wedged tool behind.
@@ -40,6 +41,7 @@ from epdoctor.targets.probe_script import node_probe_source
 
 PID_MARK = b"EPDOCTOR_PID="
 READ_CHUNK = 1 << 20
+BACKSTOP_GRACE_S = 15.0  # remote `timeout` = max(host deadline, probe deadline + this)
 DEFAULT_KEYS = ("id_ed25519", "id_ecdsa", "id_rsa")
 
 # Host names and users never reach a remote shell, but a host name does reach a local one
@@ -577,8 +579,11 @@ class SshTarget(Target):
         try:
             conn = self._connection(dl)
             self.stage = "probing"
+            # The remote backstop fires only after the probe's own deadline (which also ends
+            # every tool it started): a KILL before that would orphan a wedged tool.
+            backstop = max(limit, options.timeout_s + BACKSTOP_GRACE_S)
             cmd = probe_command(
-                self.settings.python, options.probe_argv(), self.settings.sudo, limit
+                self.settings.python, options.probe_argv(), self.settings.sudo, backstop
             )
             rc, out, err = self._exec(conn, cmd, node_probe_source(), dl, track_pid=True)
         except TargetError:
