@@ -11,6 +11,10 @@ from textual.message import Message as _Message
 class Message(_Message, bubble=False):
     """Posted to the one widget that handles it (the app forwards what screens need)."""
 
+    def __init_subclass__(cls, **kw: Any) -> None:
+        kw.setdefault("bubble", False)  # Textual's default for a subclass is to bubble
+        super().__init_subclass__(**kw)
+
 
 @dataclass
 class TargetsResolved(Message):
