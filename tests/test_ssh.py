@@ -386,3 +386,8 @@ def test_read_logs_streams_a_remote_file_by_chunks(ssh_lab, good):
     finally:
         t.close()
     assert not (Path.home() / "x").exists() and not Path("x").exists()
+    spec = f"{good[0].spec}:{log}"
+    got = ssh_cli.remote_log(
+        spec, identity=(str(ssh_lab.key),), known_hosts=str(ssh_lab.known_hosts)
+    )
+    assert b"".join(got) == data

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from epdoctor.targets.base import Target, TargetError
@@ -176,6 +177,39 @@ def parse_remote_path(spec: str) -> tuple[str, str]:
     if not sep or not host:
         raise TargetError(f"{spec!r} is not [user@]host:/path")
     return host, "/" + path
+
+
+def remote_log(
+    spec: str,
+    *,
+    follow: bool = False,
+    identity: tuple[str, ...] = (),
+    known_hosts: str | None = None,
+    accept_new: bool = False,
+    ssh_config: str | None = None,
+    connect_timeout: float = 10.0,
+) -> Iterator[bytes]:
+    """Chunks of ``[user@]host[:port]:/path`` read over SSH (``tail -f`` when follow), with the
+    same config, keys and host-key rules as diagnose; the connection closes when done."""
+    from epdoctor.targets import ssh
+
+    host, path = parse_remote_path(spec)
+    config = ssh.load_ssh_config(ssh_config)
+    settings = ssh.SshSettings(
+        policy=ssh.KnownHostsPolicy(
+            known_hosts or _config_known_hosts(config, host) or "~/.ssh/known_hosts",
+            system_files=["/etc/ssh/ssh_known_hosts"],
+            accept_new=accept_new,
+        ),
+        identity_files=tuple(os.path.expanduser(p) for p in identity),
+        connect_timeout=connect_timeout,
+        config=config,
+    )
+    target = ssh.SshTarget(ssh.resolve_host(host, settings), settings)
+    try:
+        yield from target.read_logs(path=path, follow=follow)
+    finally:
+        target.close()
 
 
 def describe(args: Any) -> str:
