@@ -18,7 +18,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"NCCL INFO G",  # GIN is disabled., GIN not supported., GIN/Plugin: ...
     b" plugin ",  # Initialized/Assigned/Failed ... NET|GIN plugin, Loaded gin plugin
     b"Using network ",
-    b"DeepEP",  # [DeepEP] banners, DeepEPV2All2AllManager, DeepEPv2 requires NCCL GIN
+    b"[DeepEP]",  # DeepEP's banners (its errors are exceptions: "rror"; vLLM's manager line below)
     b"all2all manager",
     b"rror",  # Error/error: Python exceptions (DeepEP's assertions too), CUDA errors, ptxas, HTTP 429
     b"Segmentation fault",
