@@ -318,8 +318,16 @@ def _dotted(path: kube_rules.Path) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
 
 
+_ENV_VAR = re.compile(r"\b([A-Z_][A-Z0-9_]*)=")
+
+
 def pod_env_findings(facts: Mapping[str, Any], ctx: Context) -> list[Finding]:
-    """The env contract (checks/env.py, the one implementation) on the container's env."""
+    """The env contract (checks/env.py, the one implementation) on the container's env.
+
+    Only findings about variables the spec sets: the process also gets envFrom,
+    the image's ENV and what its launcher exports, so a variable missing from the
+    spec may well be set (the probe's --pid view of the process env decides that).
+    """
     from epdoctor.checks.env import env_findings
 
     for c in (facts["pod"].get("spec") or {}).get("containers") or []:
@@ -333,6 +341,7 @@ def pod_env_findings(facts: Mapping[str, Any], ctx: Context) -> list[Finding]:
             f
             for f in env_findings(env, ctx, engines=kube_rules.engines_of(c), where=where)
             if f.status in (Status.WARN, Status.FAIL)
+            and any(n in env for e in f.evidence for n in _ENV_VAR.findall(e))
         ]
     return []
 
@@ -385,3 +394,15 @@ def node_job(facts: Mapping[str, Any], ctx: Context) -> Iterator[Finding]:
     if facts.get("cleanup_error"):
         ev.append(f"cleanup: {facts['cleanup_error']}")
     yield finding("K301", Status.UNKNOWN, evidence=ev)
+
+
+@check("K115", domain="kube")
+def probe_not_run(facts: Mapping[str, Any], ctx: Context) -> Iterator[Finding]:
+    """The node probe could not run in the container: every node fact is unknown."""
+    if facts.get("probe_error"):
+        yield finding(
+            "K115",
+            Status.UNKNOWN,
+            title=f"node probe did not run: {facts['probe_error']}",
+            evidence=[f"pod {facts['pod']['metadata']['name']} container {facts.get('container')}"],
+        )

@@ -502,6 +502,10 @@ class KubePodTarget(Target):
         facts["logs"] = logs
         node = getattr(diagnosis, "node", None) if diagnosis is not None else None
         facts["probe_ran"] = node is not None
+        error = getattr(getattr(diagnosis, "result", None), "error", None)
+        if error:
+            facts["probe_error"] = error
+            facts["probe_error_is_finding"] = True  # K115 reports it next to the pod's state
         facts["summary"] = summary(facts)
         return {"kube": facts}
 
