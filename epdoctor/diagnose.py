@@ -59,6 +59,8 @@ def _with_side_facts(target: Target, diag: Diagnosis, ctx: Context) -> Diagnosis
     A target may define ``side_facts(diagnosis) -> {domain: facts}``; each domain's
     checks run on its facts and their findings join the result, also when the
     probe itself could not run (a Pending or crash-looping pod is the common case).
+    A facts dict may carry ``summary`` (joins the result's facts) and
+    ``probe_error_is_finding`` (a check reports the probe's error as a finding).
     """
     side = getattr(target, "side_facts", None)
     if side is None:
@@ -72,6 +74,9 @@ def _with_side_facts(target: Target, diag: Diagnosis, ctx: Context) -> Diagnosis
         diag.extra[domain] = facts
         if isinstance(facts, dict) and facts.get("summary"):
             diag.result.facts.setdefault(domain, facts["summary"])  # shown with the probe facts
+        if isinstance(facts, dict) and facts.get("probe_error_is_finding"):
+            # The target was diagnosed from what it knows; its checks say why the probe did not run.
+            diag.result.error = None
         found = run_checks(facts, ctx, domain=domain)
         diag.result.findings.extend(_with_target(f, target.info.name) for f in found)
     return diag
