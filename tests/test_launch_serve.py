@@ -328,7 +328,7 @@ class FatalWatch:
         self.buf += data
         if b"NCCL GIN is unavailable" in self.buf:
             self.buf = b""
-            return [Finding("D101", Status.FAIL, "NCCL GIN is unavailable", ("log line",))]
+            return [Finding("D201", Status.FAIL, "NCCL GIN is unavailable", ("log line",))]
         return []
 
 
@@ -358,9 +358,53 @@ def test_serve_stops_early_on_a_fatal_log_finding(tmp_path):
         while why is None and time.monotonic() < deadline:
             why = run.step()
             time.sleep(0.1)
-        assert why == "fatal" and seen == [("leader", "D101")]
+        assert why == "fatal" and seen == [("leader", "D201")]
         g = run.gate(why)
-        assert g.status is Status.FAIL and g.code == "D101"
+        assert g.status is Status.FAIL and g.code == "D201"
     finally:
         stopped = run.stop()
     assert stopped and "leader" in stopped[0]
+
+
+def test_serve_with_the_real_log_analyzer_stops_on_gin_unavailable(tmp_path, capsys):
+    # the engine prints DeepEP's real runtime message (upstream-facts.md, DeepEP section)
+    port = free_port()
+    msg = (
+        "RuntimeError: NCCL GIN is unavailable. This is usually due to a network "
+        "configuration issue, such as allow_hybrid_mode=0"
+    )
+    cmd = _cmd(port, "--start-delay", "60", "--log-line", repr(msg))
+    rc = main(
+        [
+            "run",
+            "serve",
+            "--cmd",
+            cmd,
+            "--yes",
+            "--no-preflight",
+            "--json",
+            "--run-dir",
+            str(tmp_path),
+            "--url",
+            f"http://127.0.0.1:{port}",
+            "--startup-budget",
+            "30",
+        ]
+    )
+    out = capsys.readouterr()
+    doc = json.loads(out.out)
+    assert rc == 1 and doc["gate"]["code"] == "D201", doc
+    assert any(f["code"] == "D201" for f in doc["findings"])
+    assert "stopped: leader" in out.err
+
+
+def test_a_log_analysis_error_does_not_stop_the_launch(capsys):
+    from epdoctor.commands.run import _SourceWatch
+
+    class Broken:
+        def feed(self, data: bytes, source: str = "-"):
+            raise KeyError("N999")
+
+    w = _SourceWatch(Broken(), "rank0")
+    assert w.feed(b"x\n") == [] and w.feed(b"y\n") == []
+    assert "log analysis of rank0 stopped (KeyError" in capsys.readouterr().err

@@ -732,30 +732,40 @@ def serve_config(
 
 
 def log_watch_factory() -> Callable[[str], Any] | None:
-    """The log analyzer, when this installation has it (it explains fatal log lines)."""
-    for mod_name in ("epdoctor.logs", "epdoctor.facts.nccl_log"):
-        if importlib.util.find_spec(mod_name.rsplit(".", 1)[0]) is None:
-            continue
-        try:
-            mod = importlib.import_module(mod_name)
-        except ImportError:
-            continue
-        analyzer = getattr(mod, "LogAnalyzer", None)
-        if analyzer is not None:
-            return lambda source: _AnalyzerWatch(analyzer(), source)
-    return None
+    """The log analyzer, one per stream: it explains traps the moment their lines appear."""
+    try:
+        from epdoctor.checks.logs import LogAnalyzer
+    except ImportError:
+        return None
+    return lambda source: _SourceWatch(LogAnalyzer(), source)
 
 
-class _AnalyzerWatch:
-    """Adapts the log analyzer's incremental feed to serve's LogWatch."""
+class _SourceWatch:
+    """One stream's analyzer, told which stream its bytes come from (ranks are named by it)."""
 
     def __init__(self, analyzer: Any, source: str) -> None:
+        import inspect
+
         self.analyzer = analyzer
         self.source = source
+        self._named = "source" in inspect.signature(analyzer.feed).parameters
+
+        self.error: str | None = None
 
     def feed(self, data: bytes) -> list[Any]:
-        got = self.analyzer.feed(data)
-        return [f for f in (got or []) if hasattr(f, "status") and hasattr(f, "code")]
+        # a bug in the analysis must not stop the launch it explains: it goes quiet instead
+        if self.error:
+            return []
+        try:
+            if self._named:
+                return list(self.analyzer.feed(data, source=self.source))
+            return list(self.analyzer.feed(data))
+        except Exception as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
+            print(
+                f"epdoctor: log analysis of {self.source} stopped ({self.error})", file=sys.stderr
+            )
+            return []
 
 
 def make_serve_run(args: argparse.Namespace, out: Out, cfg: Any, board: Any) -> Any:

@@ -21,6 +21,12 @@ from epdoctor.launch.readiness import Waiter
 from epdoctor.launch.streams import Follower, LineSplitter
 from epdoctor.model import Finding, Status
 
+# Log findings after which the engine will not come up: serve stops at once and says why
+# (the log analyzer's codes: DeepEP `NCCL GIN is unavailable`, vLLM without ElasticBuffer, CUDA
+# illegal memory access / launch failure, segmentation fault, torchrun's failed child, GDAKI
+# context creation). Others (a Socket fallback, one HF 429) are shown as they appear.
+FATAL_CODES = frozenset({"D201", "E201", "E202", "E203", "E204", "T204"})
+
 
 class LogWatch(Protocol):
     """What serve needs from a log analyzer: bytes in, findings out (per stream)."""
@@ -117,7 +123,7 @@ class ServeRun:
                 for f in watch.feed(chunk.data):
                     self.findings.append(f)
                     self.on_finding(chunk.source, f)
-                    if f.status is Status.FAIL and self.fatal is None:
+                    if f.code in FATAL_CODES and f.status is Status.FAIL and self.fatal is None:
                         self.fatal = f
 
     def follow(self) -> None:
