@@ -223,7 +223,7 @@ class SshSettings:
     identity_files: tuple[str, ...] = ()  # -i KEY (tried first)
     user: str | None = None  # --user (beats ~/.ssh/config, loses to user@host)
     connect_timeout: float = 10.0  # TCP connect, banner, key exchange and auth, each
-    host_timeout: float | None = None  # whole host; default: probe deadline + 30 s
+    host_timeout: float | None = None  # whole host; default: probe deadline + connect + 20 s
     sudo: bool = False
     python: str = "python3"
     allow_agent: bool = True
