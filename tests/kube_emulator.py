@@ -168,6 +168,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self.exec_env: dict[str, str] = {}
         self.seen: list[str] = []  # "METHOD path?query" of every request, in order
         self.run_jobs = True
+        self.exec_protocols: tuple[str, ...] = (V5, V4)  # (V4,): an API server before v5
         self.host_root: Path | None = None  # where the Job pods' hostPath mounts are laid out
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -359,7 +360,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         use_stdin = raw.query.get("stdin") in ("true", "1")
         self.exec_calls.append({"namespace": ns, "pod": name, "command": command,
                                 "container": raw.query.get("container")})  # fmt: skip
-        ws = aiohttp.web.WebSocketResponse(protocols=(V5, V4), max_msg_size=0)
+        ws = aiohttp.web.WebSocketResponse(protocols=self.exec_protocols, max_msg_size=0)
         await ws.prepare(raw)
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -395,6 +396,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
                     await proc.stdin.drain()
                 elif channel == 255 and payload[:1] == b"\x00" and proc.stdin is not None:
                     proc.stdin.close()
+            if proc.stdin is not None and not proc.stdin.is_closing():
+                proc.stdin.close()  # the stream ended: the process sees end of input
 
         feeder = asyncio.create_task(feed())
         assert proc.stdout is not None and proc.stderr is not None

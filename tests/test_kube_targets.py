@@ -426,3 +426,27 @@ def test_real_kubectl_sees_what_epdoctor_sees(cluster):
 
 def test_kubectl_binary_present_for_ci():
     assert KUBECTL.exists() or shutil.which("kubectl")
+
+
+def test_v4_only_api_server_gets_the_bounded_loader(cluster):
+    """v4 cannot close stdin: the script is read as exactly its length instead."""
+    cluster.emulator.exec_protocols = ("v4.channel.k8s.io",)
+    before = len(cluster.emulator.exec_calls)
+    try:
+        r = epdoctor(cluster, "diagnose", "--pod", f"{STS}-0", "-n", NS, "--json")
+    finally:
+        cluster.emulator.exec_protocols = ("v5.channel.k8s.io", "v4.channel.k8s.io")
+    doc = report(r)
+    assert doc["error"] is None and "K115" not in codes(doc)
+    assert socket.gethostname() in json.dumps(doc["facts"])
+    calls = cluster.emulator.exec_calls[before:]
+    assert [c["command"][:2] for c in calls] == [["python3", "-"], ["python3", "-c"]]
+
+
+def test_all_namespaces(cluster):
+    other = pod("solo-0")
+    other["metadata"].update(namespace="other", labels={"app": "solo"}, ownerReferences=[])
+    cluster.put(other)
+    r = epdoctor(cluster, "diagnose", "-A", "-l", "app in (solo,hp)", "--json")
+    names = [t["target"]["name"] for t in report(r)["targets"]]
+    assert names == ["ml/hp-pending", "other/solo-0"]
