@@ -31,6 +31,7 @@ from epdoctor.knowledge.tour import fact_text
 from epdoctor.model import Finding, Status
 from epdoctor.reports.common import headline, layer_name, sort_findings
 
+CELL_WIDTH = 24  # a fact cell's width; the explanation has the whole value
 STATE_LABEL = {"waiting": "waiting", "start": "probing…", "done": "done", "error": "ERROR"}
 SEVERITY_ORDER = (Status.FAIL, Status.WARN, Status.UNKNOWN, Status.PASS, Status.SKIP)
 SEVERITY_LABEL = {
@@ -211,6 +212,7 @@ class TargetsScreen(Screen[None]):
             state = "ERROR" if r.error else r.worst().value.upper()
             shown: list[Any] = []
             for c, v in enumerate(cells):
+                v = v if len(v) <= CELL_WIDTH else v[: CELL_WIDTH - 1] + "…"
                 if c in marks[i]:
                     shown.append(Text(f"≠{v}", style="bold reverse"))
                 else:

@@ -71,10 +71,9 @@ class TrapsScreen(Screen[None]):
         shown = [t for t in knowledge.all_traps() if matches(t, query, layer, sev, eng)]
         for t in shown:
             table.add_row(t.code, t.severity, t.layer, t.title, key=t.code)
-        total = len(knowledge.all_traps())
-        self.query_one("#trap-count", Static).update(
-            f"{len(shown)} of {total} traps · Enter explains · / searches"
-        )
+        filtered = query or layer or sev or eng
+        count = f"{len(shown)} matching traps" if filtered else f"{len(shown)} traps"
+        self.query_one("#trap-count", Static).update(f"{count} · Enter explains · / searches")
         self._detail(shown[0] if shown else None)
 
     def _detail(self, t: Trap | None) -> None:

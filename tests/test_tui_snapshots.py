@@ -1,0 +1,108 @@
+"""SVG snapshots of every screen at 80x24 (an SSH session) and 160x48.
+
+Regenerate after an intended change with:
+    .venv/bin/python -m pytest tests/test_tui_snapshots.py --snapshot-update
+and look at the SVGs under tests/__snapshots__/ before committing them. Inputs are fixed:
+the committed bundle tests/fixtures/tui/three-nodes.tar.gz and the plan's defaults.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from epdoctor.screens.app import EpdoctorApp
+
+BUNDLE = str(Path(__file__).resolve().parent / "fixtures" / "tui" / "three-nodes.tar.gz")
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 48), id="160x48")]
+
+
+async def _until(pilot, pred, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not pred():
+        await pilot.pause(0.05)
+    assert pred(), "the screen did not reach the state to snapshot"
+    await pilot.pause(0.3)
+
+
+async def _diagnosed(pilot) -> None:
+    app = pilot.app
+    await _until(pilot, lambda: len(app.shared.diagnoses) == 3)
+    await pilot.pause(0.3)
+
+
+@pytest.mark.parametrize("size", SIZES)
+class TestTargets:
+    def test_bundle_with_drift_and_failures(self, snap_compare, size):
+        app = EpdoctorApp(target_argv=["--bundle", BUNDLE])
+        assert snap_compare(app, terminal_size=size, run_before=_diagnosed)
+
+
+@pytest.mark.parametrize("size", SIZES)
+class TestTraps:
+    def test_search(self, snap_compare, size):
+        async def run_before(pilot):
+            await pilot.press("slash", *"gdrdrv", "enter")
+            await pilot.pause(0.3)
+
+        app = EpdoctorApp(start="traps", diagnose_on_start=False)
+        assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES)
+class TestExplain:
+    def test_finding_explained(self, snap_compare, size):
+        async def run_before(pilot):
+            await _diagnosed(pilot)
+            app = pilot.app
+            finding = next(
+                f for d in app.shared.diagnoses for f in d.result.findings if f.code == "H112"
+            )
+            app.explain("H112", finding)
+            await pilot.pause(0.5)
+
+        app = EpdoctorApp(target_argv=["--bundle", BUNDLE])
+        assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES)
+class TestWizard:
+    def test_default_plan_verdict(self, snap_compare, size):
+        async def run_before(pilot):
+            await _until(pilot, lambda: pilot.app.shared.plan is not None)
+
+        app = EpdoctorApp(start="wizard", diagnose_on_start=False)
+        assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES)
+class TestLaunch:
+    def test_sixteen_panes(self, snap_compare, size):
+        async def run_before(pilot):
+            screen = pilot.app.screen
+            for r in range(16):
+                for i in range(30):
+                    line = f"[default{r % 8}]:rank {r} step {i}"
+                    if i == 29 and r == 5:
+                        line = "vm:1:1 [0] NCCL INFO NET/OFI Selected provider is tcp;ofi_rxm"
+                    screen._sink(f"rank{r}", line)
+            screen.gates["kernel test"] = ("running", "16 rank(s) on 2 node(s)", None)
+            screen._status_rows()
+            screen.flush()
+            await pilot.pause(0.5)
+
+        app = EpdoctorApp(start="launch", diagnose_on_start=False)
+        assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES)
+class TestTour:
+    def test_gdrcopy_step_with_live_facts(self, snap_compare, size):
+        async def run_before(pilot):
+            await _diagnosed(pilot)
+            pilot.app.screen.show_step(1)
+            await pilot.pause(0.3)
+
+        app = EpdoctorApp(start="tour", target_argv=["--bundle", BUNDLE])
+        assert snap_compare(app, terminal_size=size, run_before=run_before)
