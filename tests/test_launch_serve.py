@@ -82,7 +82,9 @@ def test_vllm_readiness_waits_through_a_slow_start(engine):
 
 def test_dynamo_health_200_with_empty_endpoints_is_not_ready(engine):
     e = engine("--shape", "dynamo", "--endpoints-delay", "30", wait=False)
-    time.sleep(0.5)
+    deadline = time.monotonic() + 20
+    while request(e.url + "/health").status is None and time.monotonic() < deadline:
+        time.sleep(0.1)  # the server binds at once; the engine never registers
     assert request(e.url + "/health").status == 200  # the lie
     p = readiness.probe_once(e.url, "dynamo")
     assert not p.ready and p.stage == "endpoints"
