@@ -450,3 +450,18 @@ def test_all_namespaces(cluster):
     r = epdoctor(cluster, "diagnose", "-A", "-l", "app in (solo,hp)", "--json")
     names = [t["target"]["name"] for t in report(r)["targets"]]
     assert names == ["ml/hp-pending", "other/solo-0"]
+
+
+def test_concurrent_exec_and_reads_share_no_client_state(cluster):
+    """stream() patches the ApiClient it gets; concurrent pods must not see each other's exec."""
+    for i in range(8):
+        p = pod(f"fan-{i}")
+        p["metadata"].update(labels={"app": "fan"}, ownerReferences=[])
+        cluster.put(p)
+    r = epdoctor(cluster, "diagnose", "-l", "app=fan", "-n", NS, "--parallel", "8", "--json")
+    targets = report(r)["targets"]
+    assert len(targets) == 8
+    for t in targets:
+        assert t["error"] is None, t["error"]
+        assert "K115" not in {f["code"] for f in t["findings"]}, t["findings"]
+        assert t["facts"]["kube"]["phase"] == "Running"

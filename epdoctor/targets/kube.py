@@ -162,6 +162,12 @@ class KubeSession:
             "or run inside a pod with a service account"
         )
 
+    def exec_client(self) -> Any:
+        """A fresh ApiClient on this session's configuration (for one stream() call)."""
+        from kubernetes import client
+
+        return client.ApiClient(self.api_client.configuration)
+
     @property
     def core(self) -> Any:
         from kubernetes import client
@@ -347,7 +353,11 @@ class KubePodTarget(Target):
         from kubernetes.client.exceptions import ApiException
         from kubernetes.stream import stream
 
-        core = self.session.core
+        # stream() swaps call_api on the ApiClient it is given for the duration of the
+        # call; on the shared client, other threads' plain reads would go out as
+        # websocket handshakes. Each exec gets its own client on the same configuration.
+        api = self.session.exec_client()
+        core = client_core(api)
         try:
             ws = stream(
                 core.connect_get_namespaced_pod_exec,
@@ -364,6 +374,7 @@ class KubePodTarget(Target):
                 _request_timeout=API_TIMEOUT,
             )
         except ApiException as exc:
+            api.close()
             raise TargetError(_exec_refusal(self.info.name, exc)) from exc
         proto = getattr(ws, "subprotocol", None)
         try:
@@ -386,6 +397,7 @@ class KubePodTarget(Target):
             return rc, out, err, proto
         finally:
             ws.close()
+            api.close()
 
     def exec(self, command: str, stdin: bytes = b"", timeout: float = 30.0):
         """`sh -c command` in the container: the Exec shape the launch protocol drives."""
@@ -554,6 +566,12 @@ def summary(facts: dict[str, Any]) -> dict[str, Any]:
     if facts.get("unseen"):
         out["unseen"] = dict(facts["unseen"])
     return out
+
+
+def client_core(api: Any) -> Any:
+    from kubernetes import client
+
+    return client.CoreV1Api(api)
 
 
 def default_container(pod: dict[str, Any]) -> str:
