@@ -163,7 +163,20 @@ def from_args(args: argparse.Namespace) -> list[Target] | None:
     for p in settings.identity_files:
         if not os.path.isfile(p):
             raise TargetError(f"identity file {p} not found")
-    return [ssh.SshTarget(ssh.resolve_host(spec, settings), settings) for spec in specs]
+    targets = [ssh.SshTarget(ssh.resolve_host(spec, settings), settings) for spec in specs]
+    _warm_catalogue()
+    return targets
+
+
+def _warm_catalogue() -> None:
+    """Load the trap catalogue once, before the fan-out.
+
+    Every host's checks read it the moment its probe returns, and with a fleet those moments
+    coincide: functools.cache does not lock, so each of 64 threads parsed every trap file
+    (measured: 8.1 s instead of 3.9 s for 64 loopback hosts on 2 cores)."""
+    from epdoctor import knowledge
+
+    knowledge.all_traps()
 
 
 def _config_known_hosts(config: Any, host: str) -> str | None:
