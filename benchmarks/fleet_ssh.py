@@ -6,8 +6,9 @@
 Starts N real sshd hosts on loopback (tests/sshd_fixture.py: ed25519 keys, a /bin/sh user)
 and times, for each N, the same node probe (probes/node_probe.py) collected by:
 
-* epdoctor: ``diagnose_many`` over SshTargets plus fleet drift (connect, host-key check, one
-  exec, parse, every node check), and the whole ``epdoctor diagnose --json`` command;
+* epdoctor: the diagnose pipeline in this process (flags -> SshTargets -> ``diagnose_many`` ->
+  fleet drift: connect, host-key check, one exec, parse, every node check), and the whole
+  ``epdoctor diagnose --json`` command (interpreter start, imports and the report included);
 * sequential: one OpenSSH ``ssh host python3 - < probe`` after another;
 * bare fan-out: paramiko in a thread pool: connect, one exec, read; nothing else;
 * ansible: ``ansible all -m raw`` (default forks, and -f 64) running the same probe
@@ -40,20 +41,20 @@ from sshd_fixture import USER, SshLab, sshd_available  # noqa: E402
 
 from epdoctor.checks.base import Context  # noqa: E402
 from epdoctor.checks.drift import drift_findings  # noqa: E402
+from epdoctor.cli import build_parser  # noqa: E402
 from epdoctor.diagnose import diagnose_many  # noqa: E402
+from epdoctor.targets import ssh_cli  # noqa: E402
 from epdoctor.targets.base import ProbeOptions  # noqa: E402
 from epdoctor.targets.probe_script import node_probe_source  # noqa: E402
-from epdoctor.targets.ssh import KnownHostsPolicy, SshSettings, SshTarget, resolve_host  # noqa: E402
 
 PROBE_ARGS = ["--deadline", "60"]
 
 
 def run_epdoctor(lab: SshLab, specs: list[str]) -> tuple[float, float]:
-    settings = SshSettings(
-        policy=KnownHostsPolicy(lab.known_hosts), identity_files=(str(lab.key),), allow_agent=False
-    )
-    targets = [SshTarget(resolve_host(s, settings), settings) for s in specs]
+    """The diagnose pipeline in this process: flags -> targets -> fan-out -> checks -> drift."""
+    args = build_parser().parse_args(["diagnose", *lab.cli_args(*specs)])
     t0 = time.perf_counter()
+    targets = ssh_cli.from_args(args)
     diags = diagnose_many(targets, Context(), ProbeOptions(timeout_s=60), parallel=len(specs))
     drift_findings(diags) if len(diags) > 1 else None
     elapsed = time.perf_counter() - t0
