@@ -18,6 +18,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -465,3 +466,28 @@ def test_concurrent_exec_and_reads_share_no_client_state(cluster):
         assert t["error"] is None, t["error"]
         assert "K115" not in {f["code"] for f in t["findings"]}, t["findings"]
         assert t["facts"]["kube"]["phase"] == "Running"
+
+
+def test_silent_api_server_times_out(tmp_path):
+    """A server that accepts and never answers: a clear error within the request timeout."""
+    from kube_emulator import kubeconfig_text
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    try:
+        cfg = tmp_path / "kubeconfig"
+        cfg.write_text(kubeconfig_text(f"http://127.0.0.1:{srv.getsockname()[1]}"))
+        env = {**os.environ, "KUBECONFIG": str(cfg), "NO_COLOR": "1"}
+        t0 = time.monotonic()
+        r = subprocess.run(
+            [sys.executable, "-m", "epdoctor", "diagnose", "--pod", "p", "-n", NS,
+             "--request-timeout", "2"],
+            capture_output=True, text=True, timeout=60, env=env, cwd=REPO,
+        )  # fmt: skip
+        took = time.monotonic() - t0
+    finally:
+        srv.close()
+    assert r.returncode == 2
+    assert "unreachable or timed out" in r.stderr
+    assert took < 30, took

@@ -127,10 +127,23 @@ class KubeSession:
     api_client: Any
     namespace: str
     context: str
+    timeout: tuple[float, float] = API_TIMEOUT  # (connect, read) for every plain call
 
     @classmethod
-    def connect(cls, context: str | None = None, kubeconfig: str | None = None) -> KubeSession:
+    def connect(
+        cls,
+        context: str | None = None,
+        kubeconfig: str | None = None,
+        request_timeout: float | None = None,
+    ) -> KubeSession:
         """KUBECONFIG / --kubeconfig / ~/.kube/config, else in-cluster service account."""
+        session = cls._connect(context, kubeconfig)
+        if request_timeout:
+            session.timeout = (min(API_TIMEOUT[0], request_timeout), float(request_timeout))
+        return session
+
+    @classmethod
+    def _connect(cls, context: str | None, kubeconfig: str | None) -> KubeSession:
         from kubernetes import client, config
         from kubernetes.config.config_exception import ConfigException
 
@@ -190,7 +203,7 @@ class KubeSession:
         """One API call as parsed JSON (the API's own camelCase shape), with a timeout."""
         from kubernetes.client.exceptions import ApiException
 
-        kwargs.setdefault("_request_timeout", API_TIMEOUT)
+        kwargs.setdefault("_request_timeout", self.timeout)
         try:
             resp = fn(*args, _preload_content=False, **kwargs)
         except ApiException as exc:
@@ -358,6 +371,7 @@ class KubePodTarget(Target):
         # websocket handshakes. Each exec gets its own client on the same configuration.
         api = self.session.exec_client()
         core = client_core(api)
+        _bound_websocket_connect(self.session.timeout[1])
         try:
             ws = stream(
                 core.connect_get_namespaced_pod_exec,
@@ -371,7 +385,7 @@ class KubePodTarget(Target):
                 tty=False,
                 _preload_content=False,
                 binary=True,
-                _request_timeout=API_TIMEOUT,
+                _request_timeout=self.session.timeout,
             )
         except ApiException as exc:
             api.close()
@@ -421,7 +435,7 @@ class KubePodTarget(Target):
                 self.name,
                 self.namespace,
                 _preload_content=False,
-                _request_timeout=API_TIMEOUT,
+                _request_timeout=self.session.timeout,
                 **kw,
             )
         except ApiException as exc:
@@ -566,6 +580,18 @@ def summary(facts: dict[str, Any]) -> dict[str, Any]:
     if facts.get("unseen"):
         out["unseen"] = dict(facts["unseen"])
     return out
+
+
+def _bound_websocket_connect(seconds: float) -> None:
+    """The client opens exec websockets with no connect timeout; give them the API one.
+
+    websocket-client reads its default per socket at creation, and epdoctor is its only
+    user in the process, so the process-wide default is the one place to set it.
+    """
+    import websocket
+
+    if websocket.getdefaulttimeout() is None:
+        websocket.setdefaulttimeout(seconds)
 
 
 def client_core(api: Any) -> Any:

@@ -24,6 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--context", metavar="NAME", help="kubeconfig context (default: current)")
     g.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (default: $KUBECONFIG)")
+    g.add_argument(
+        "--request-timeout",
+        type=float,
+        metavar="S",
+        help="seconds to wait for each API call (default 20; the probe's exec waits for --timeout)",
+    )
     g.add_argument("-c", "--container", metavar="NAME", help="container to probe (default: first)")
     g.add_argument(
         "--nodes",
@@ -60,7 +66,9 @@ def from_args(args: argparse.Namespace) -> list[Target] | None:
         kube.valid_namespace(args.namespace)
     if args.container:
         kube.valid_container_name(args.container)
-    session = kube.KubeSession.connect(args.context, args.kubeconfig)
+    session = kube.KubeSession.connect(
+        args.context, args.kubeconfig, getattr(args, "request_timeout", None)
+    )
     if args.nodes:
         from epdoctor.targets import kube_job
 

@@ -23,7 +23,6 @@ from typing import Any
 from epdoctor.model import TargetInfo
 from epdoctor.targets.base import ProbeOptions, ProbeOutput, Target, TargetError
 from epdoctor.targets.kube import (
-    API_TIMEOUT,
     KubeApiError,
     KubeSession,
     valid_namespace,
@@ -195,7 +194,7 @@ class KubeNodeJobTarget(Target):
                 if phase in ("Succeeded", "Failed"):
                     name = pods[0]["metadata"]["name"]
                     log = self.session.core.read_namespaced_pod_log(
-                        name, self.namespace, _request_timeout=API_TIMEOUT
+                        name, self.namespace, _request_timeout=self.session.timeout
                     )
                     if phase == "Failed" and not str(log).lstrip().startswith("{"):
                         raise TargetError(f"probe pod on {self.node} failed: {str(log)[-500:]}")
