@@ -221,3 +221,50 @@ def test_job_node_without_result_is_unknown():
     assert [(x.code, x.status) for x in bad] == [("K301", Status.UNKNOWN)]
     ok = run_checks({"node": "n1", "job": "j", "probe_ran": True}, Context(), domain="kube-job")
     assert ok == []
+
+
+def _sts_and_services(leader_only: bool, publish: bool) -> dict:
+    labels = {"app": "v"}
+    sts = {
+        "metadata": {"name": "v", "namespace": "ml"},
+        "spec": {
+            "serviceName": "v",
+            "replicas": 2,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [{"name": "c", "readinessProbe": {"httpGet": {"port": 8000}}}]
+                },
+            },
+        },
+    }
+    svcs = [
+        {
+            "metadata": {"name": "v", "namespace": "ml"},
+            "spec": {
+                "clusterIP": "None",
+                "selector": labels,
+                "publishNotReadyAddresses": publish,
+                "ports": [{"name": "http", "port": 8000}, {"name": "rpc", "port": 13345}],
+            },
+        }
+    ]
+    if leader_only:
+        svcs.append(
+            {
+                "metadata": {"name": "v-http", "namespace": "ml"},
+                "spec": {
+                    "clusterIP": "10.0.0.9",
+                    "selector": {"statefulset.kubernetes.io/pod-name": "v-0"},
+                    "ports": [{"name": "http", "port": 8000}],
+                },
+            }
+        )
+    return {"statefulset": sts, "services": svcs}
+
+
+def test_live_statefulset_and_services():
+    got = run(facts(**_sts_and_services(leader_only=False, publish=False)))
+    assert got["K201"] is Status.WARN and got["K202"] is Status.FAIL
+    ok = run(facts(**_sts_and_services(leader_only=True, publish=True)))
+    assert "K201" not in ok and "K202" not in ok
