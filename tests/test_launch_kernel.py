@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from launch_helpers import TORCH_PY, needs_torch
 from launch_helpers import free_port as _port
 
@@ -233,3 +234,37 @@ def test_float32_and_uneven_expert_layout(tmp_path):
     report = run_to_end(KernelTestRun(c))
     assert report.status is Status.PASS, [g.to_json() for g in report.gates]
     assert [r["numerics"] for r in report.per_rank] == ["pass"] * 3
+
+
+class ReplayNode(LocalNode):
+    """Stands in for a node whose ranks print a real NCCL log (the p4d Socket fallback excerpt
+    of tests/fixtures/launch/) instead of running a test: the launch's log analysis is what
+    is under test here."""
+
+    def start(self, spec):
+        from pathlib import Path
+
+        from epdoctor.launch.launcher import ProcSpec
+
+        log = Path(__file__).parent / "fixtures" / "launch" / "p4d_socket_fallback.log"
+        return super().start(ProcSpec(spec.name, ("cat", str(log)), spec.log_path, spec.env))
+
+
+def test_log_findings_appear_while_the_kernel_test_runs(tmp_path):
+    from epdoctor.commands.run import log_watch_factory
+
+    factory = log_watch_factory()
+    if factory is None:
+        pytest.skip("the log analyzer is not installed")
+    seen = []
+    run = KernelTestRun(
+        KernelTestConfig(
+            kind="builtin", nodes=[ReplayNode("a")], gpus=1, run_dir=str(tmp_path), counters=False
+        ),
+        watch_factory=factory,
+        on_finding=lambda src, f: seen.append((src, f.code)),
+    )
+    report = run_to_end(run)
+    assert ("node0", "N201") in seen  # aws-ofi-nccl failed to initialize: NCCL fell back
+    assert any(f["code"] == "N201" for f in report.findings_seen)
+    assert {g.name: g for g in report.gates}["results"].status is Status.FAIL  # no result line
