@@ -136,9 +136,8 @@ def render_text(
             v if v == "error" else f"{v} {r['fail']}F {r['warn']}W {r['unknown']}U",
             style=STYLE.get(v, "bold red"),
         )
-        if r["error"]:
-            err = Text(redact_text(r["error"]), style="red")
-            t.add_row(r["node"], vtext, err, *[""] * (len(COLUMNS) - 1), _secs(r))
+        if r["error"]:  # the reason goes under the table: a table cell would wrap it to shreds
+            t.add_row(r["node"], vtext, *["-"] * len(COLUMNS), _secs(r))
             continue
         cells = []
         for title, _ in COLUMNS:
@@ -149,6 +148,11 @@ def render_text(
             )
         t.add_row(r["node"], vtext, *cells, _secs(r))
     console.print(t)
+    for r in rows:
+        if r["error"]:
+            line = Text(f"{r['node']}: ", style="bold")
+            line.append(redact_text(r["error"]), style="red")
+            console.print(line)
     shown, passed = _split(fleet, verbose)
     lines: list[Text] = []
     for f in shown:
@@ -157,7 +161,8 @@ def render_text(
         head.append(f"{f.code} ", style="bold")
         head.append(redact_text(f.title))
         lines.append(head)
-        lines += [Text(f"          {redact_text(e)}", style="dim") for e in f.evidence[:8]]
+        if f.code != "F600":  # its evidence is the error lines printed above
+            lines += [Text(f"          {redact_text(e)}", style="dim") for e in f.evidence[:8]]
         if f.fix and f.status in (Status.FAIL, Status.WARN):
             lines.append(
                 Text(f"          fix: {redact_text(f.fix.split(' Change: ')[0])}", style="cyan")
