@@ -391,3 +391,34 @@ def test_read_logs_streams_a_remote_file_by_chunks(ssh_lab, good):
         spec, identity=(str(ssh_lab.key),), known_hosts=str(ssh_lab.known_hosts)
     )
     assert b"".join(got) == data
+
+
+# --------------------------------------------------------------- agent --
+
+
+@pytest.mark.skipif(not shutil.which("ssh-agent"), reason="ssh-agent not installed")
+def test_agent_key_and_hashed_known_hosts(ssh_lab, good, tmp_path):
+    """No -i: the key comes from a real ssh-agent; known_hosts is hashed (ssh-keygen -H)."""
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < end:
+            time.sleep(0.05)
+        env = dict(os.environ, SSH_AUTH_SOCK=str(sock), HOME=str(tmp_path))
+        subprocess.run(["ssh-add", "-q", str(ssh_lab.key)], env=env, check=True)
+        hashed = tmp_path / "known_hosts"
+        shutil.copyfile(ssh_lab.known_hosts, hashed)
+        subprocess.run(["ssh-keygen", "-q", "-H", "-f", str(hashed)], check=True)
+        assert "127.0.0.1" not in hashed.read_text()
+        cmd = [sys.executable, "-m", "epdoctor", "diagnose", "--json"]
+        cmd += ["--known-hosts", str(hashed), "--ssh", good[0].spec]
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+        assert json.loads(r.stdout)["error"] is None, r.stdout[-500:]
+        # and without the agent there is nothing to offer: a clear error, not a hang
+        env.pop("SSH_AUTH_SOCK")
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+        assert "no SSH key to offer" in json.loads(r.stdout)["error"]
+    finally:
+        agent.terminate()
+        agent.wait(5)
