@@ -1,380 +1,691 @@
-"""Findings from logs (domain "logs"), incrementally or over a whole log.
+"""Findings from log facts (domain "logs"), and the analyzer that produces them as lines arrive.
 
-API (no I/O here; the readers live in epdoctor.facts.logs.read):
-
-    an = LogAnalyzer(ctx)                 # ctx: checks.base.Context (instance, transport,
-                                          #      options["expect_nics"])
-    new = an.feed(chunk: bytes, source)   # -> findings first raised by this chunk, the moment
-                                          #    their line arrives (one per code and rank)
-    new += an.finish()                    # end of input: pending lines, whole-log verdicts
-    an.ranks() -> list[RankFacts]         # per-rank facts so far
-    an.findings() -> list[Finding]        # one finding per code, aggregated over ranks
-
-    analysis = analyze_stream(chunks: Iterable[bytes], ctx, source="-")
-    analysis = analyze_paths(["a.log", "b.log.gz"], ctx, workers=2)
-    analysis.ranks, analysis.findings, analysis.lines_parsed
-
-A log that proves nothing gives UNKNOWN (T206), never PASS. Provider ``tcp`` or
-``tcp;ofi_rxm`` never counts as EFA. The NIC count is compared with the instance's EFA
-interface count when the instance (or --expect-nics) is known.
+``evaluate(facts, ctx, final)`` turns the per-rank facts and signature events of
+``epdoctor.facts.logs`` into findings keyed by (code, subject). ``LogAnalyzer``
+feeds bytes, re-evaluates, and returns only findings whose key is new, so a
+trap is raised the moment its line arrives; PASS and "could not see" (UNKNOWN)
+verdicts wait for ``finish()``, because a later line can still change them.
+A log that shows nothing conclusive is UNKNOWN, never PASS.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from epdoctor.checks.base import Context, check, finding
-from epdoctor.facts.logs.model import Event, LogLine, RankFacts, is_ofi_network
-from epdoctor.facts.logs.parse import LogParser
+from epdoctor.facts.logs import signatures as sig
+from epdoctor.facts.logs.model import Event, LogFacts, RankFacts
+from epdoctor.facts.logs.scanner import Feeder, ScanStats, iter_path
 from epdoctor.knowledge.instances import instance_spec
 from epdoctor.model import Finding, Status
 
-MAX_LINES = 8
+MAX_EVIDENCE = 8
+Keyed = tuple[str, Finding]
 
-# event kind -> (code, status) raised as soon as the line arrives
-_DIRECT: dict[str, tuple[str, Status]] = {
-    "no_net_plugin": ("N203", Status.FAIL),
-    "ofi_init_failed": ("N202", Status.FAIL),
-    "gin_off": ("T207", Status.FAIL),
-    "gin_plugin_error": ("N204", Status.FAIL),
-    "gin_ring_overflow": ("T208", Status.FAIL),
-    "gdaki_cqe_9": ("T209", Status.FAIL),
+# event kind -> (trap code, status)
+_EVENT_TRAPS: dict[str, tuple[str, Status]] = {
+    "gin_gdrcopy_25": ("H112", Status.FAIL),
+    "gdrcopy_compile": ("N103", Status.FAIL),
+    "gdrcopy_failed": ("H201", Status.FAIL),
+    "cntr_open_ext": ("T203", Status.FAIL),
+    "iomem": ("H103", Status.FAIL),
+    "gdaki_platform": ("H125", Status.FAIL),
+    "gdaki_not_capable": ("T204", Status.FAIL),
+    "gdaki_context_failed": ("T204", Status.FAIL),
+    "gin_seq_in_use": ("D401", Status.FAIL),
+    "gin_no_net": ("T201", Status.FAIL),
+    "gin_rdma_only": ("T201", Status.FAIL),
+    "gin_mr_endpoint": ("T201", Status.FAIL),
+    "gin_any_failed": ("T201", Status.FAIL),
+    "gin_unsupported": ("T201", Status.FAIL),
+    "gin_bad_type": ("T201", Status.FAIL),
+    "gin_disabled": ("T105", Status.FAIL),
+    "net_any_failed": ("N202", Status.FAIL),
+    "gdaki_cqe9": ("T402", Status.FAIL),
+    "deepep_duplicate_nccl": ("L104", Status.FAIL),
+    "deepep_nccl_mismatch": ("D402", Status.FAIL),
     "deepep_gin_unavailable": ("D201", Status.FAIL),
-    "deepep_duplicate_nccl": ("D202", Status.FAIL),
-    "deepep_nccl_mismatch": ("D203", Status.FAIL),
-    "deepep_qp_cap": ("D204", Status.PASS),
-    "deepep_jit_error": ("D205", Status.FAIL),
-    "trtllm_nccl_ep_missing": ("E203", Status.FAIL),
-    "hf_429": ("E204", Status.WARN),
-    "cuda_fault": ("E205", Status.FAIL),
-    "child_failed": ("E206", Status.FAIL),
-    "segfault": ("E207", Status.FAIL),
-    "nccl_warn": ("N205", Status.WARN),
+    "vllm_requires_gin": ("D201", Status.FAIL),
+    "jit_ptxas_mov": ("D504", Status.FAIL),
+    "jit_no_binary": ("D504", Status.FAIL),
+    "jit_ptxas_stbulk": ("D405", Status.FAIL),
+    "jit_ptxas": ("D202", Status.FAIL),
+    "vllm_v2_unavailable": ("E201", Status.FAIL),
+    "hf_429": ("E408", Status.WARN),
+    "torchrun_child": ("E204", Status.FAIL),
 }
-
-TITLES = {
-    "T201": "network {what} instead of the OFI plugin (EFA)",
-    "T202": "aws-ofi-nccl selected provider {what}: TCP, not EFA",
-    "T203": "fabric {what}, not efa-direct",
-    "T204": "NCCL found {what} EFA NICs, the instance has {want}",
-    "T205": "ranks disagree: some on EFA, some not",
-    "L201": "ranks run different NCCL versions: {what}",
-    "N201": "NET plugin not found and NCCL fell back to {what}",
-    "N202": "aws-ofi-nccl failed to initialize",
-    "N203": "Failed to initialize any NET plugin",
-    "N204": "GIN plugin error",
-    "N205": "NCCL WARN lines",
-    "T207": "GIN not initialised",
-    "T208": "GIN ring overflow: Next sequence number is in use",
-    "T209": "GDAKI-CQE ... status 9",
-    "D201": "DeepEP: NCCL GIN is unavailable",
-    "D202": "DeepEP: Duplicate NCCL runtime found",
-    "D203": "DeepEP: NCCL compile-time and runtime versions differ",
-    "D204": "DeepEP capped num_allocated_qps on EFA ({what})",
-    "D205": "DeepEP JIT could not build a kernel for this GPU",
-    "D206": "segfault during ElasticBuffer init (EP_REUSE_NCCL_COMM)",
-    "E201": "vLLM all2all manager: {what}",
-    "E202": "CUDA fault in DeepEP-V2 combine on the CUDA-graph path",
-    "E203": "TensorRT-LLM: nccl-ep is not installed.",
-    "E204": "HTTP 429 Too Many Requests during download",
-    "E205": "CUDA fault: {what}",
-    "E206": "torchrun reports a failed child process",
-    "E207": "a process died with SIGSEGV",
+_TITLES: dict[str, str] = {
+    "gin_gdrcopy_25": "aws-ofi-nccl GIN refused to start: `GIN requires GDRCopy 2.5+`",
+    "gdrcopy_compile": "The aws-ofi-nccl in use was built without GDRCopy",
+    "gdrcopy_failed": "aws-ofi-nccl could not open GDRCopy",
+    "cntr_open_ext": "GDAKI hardware counter could not be opened (`cntr_open_ext failed`)",
+    "iomem": "GDAKI MMIO mapping failed (`host_register_iomem failed`): PeerMappingOverride",
+    "gdaki_platform": "aws-ofi-nccl says GDAKI is not supported on this platform",
+    "gdaki_not_capable": "GDAKI context requested on a non-GDA-capable environment",
+    "gdaki_context_failed": "GDAKI context creation failed (`gin GDAKI: createContext failed`)",
+    "gin_seq_in_use": "GIN ring overflow: `Next sequence number is in use`",
+    "gin_no_net": "GIN needs the OFI NET plugin, which is not active",
+    "gin_rdma_only": "GIN only supports the RDMA protocol (OFI_NCCL_PROTOCOL is not RDMA)",
+    "gin_mr_endpoint": "The GIN plugin does not support FI_MR_ENDPOINT",
+    "gin_any_failed": "NCCL could not initialize any GIN plugin",
+    "gin_unsupported": "NCCL reports GIN not supported / no GIN-capable devices",
+    "gin_bad_type": "NCCL cannot use the GIN type it was given",
+    "gin_disabled": "NCCL reports `GIN is disabled.`",
+    "net_any_failed": "NCCL could not initialize any network plugin",
+    "gdaki_cqe9": "GDAKI completion error with status 9",
+    "deepep_duplicate_nccl": "DeepEP found two NCCL runtimes in one process",
+    "deepep_nccl_mismatch": "DeepEP was built against a different NCCL than the one loaded",
+    "deepep_gin_unavailable": "DeepEP: `NCCL GIN is unavailable`",
+    "vllm_requires_gin": "vLLM: `DeepEPv2 requires NCCL GIN`",
+    "jit_ptxas_mov": "DeepEP JIT: ptxas `Arguments mismatch for instruction 'mov'` (sm_100f/sm_103)",
+    "jit_no_binary": "JIT kernel has no binary for this GPU (CUDA_ERROR_NO_BINARY_FOR_GPU)",
+    "jit_ptxas_stbulk": "ptxas rejected an st.bulk instruction",
+    "jit_ptxas": "ptxas rejected a JIT-compiled kernel",
+    "vllm_v2_unavailable": "vLLM: `DeepEP v2 (ElasticBuffer) not available`",
+    "hf_429": "Hugging Face returned HTTP 429 (rate limit) during a download",
+    "torchrun_child": "torchrun reports a failed child process",
 }
 
 
 @dataclass
-class _Hit:
-    code: str
-    status: Status
-    ranks: dict[str, LogLine] = field(default_factory=dict)
-    lines: list[LogLine] = field(default_factory=list)
-    what: list[str] = field(default_factory=list)
-    want: str = ""
+class Expect:
+    """What the operator (or the log itself) says the run should have used."""
 
-    def add(self, rank: str, line: LogLine, what: str = "", status: Status | None = None) -> bool:
-        new = rank not in self.ranks
-        if new:
-            self.ranks[rank] = line
-        if len(self.lines) < MAX_LINES and line not in self.lines:
-            self.lines.append(line)
-        if what and what not in self.what:
-            self.what.append(what)
-        if status is not None and status.rank > self.status.rank:
-            self.status = status
-        return new
+    efa: bool  # EFA is the intended network
+    strong: bool  # said by the operator (transport/instance/NIC count), not inferred
+    nics: int | None
+    transport: str | None
+    gin: bool  # GIN is expected (transport chosen, NCCL_GIN_TYPE set, DeepEP-V2 in play)
 
 
+def expectation(facts: LogFacts, ctx: Context) -> Expect:
+    spec = instance_spec(ctx.instance)
+    nics = ctx.options.get("expect_nics") or (spec.efa_count if spec else None)
+    strong = bool(ctx.transport or spec or ctx.options.get("expect_nics"))
+    ranks = facts.nccl_ranks()
+    intent = any(
+        r.providers
+        or r.ofi_nccl_version
+        or r.ofi_init_failed
+        or "NCCL_NET_PLUGIN" in r.env
+        or any("ofi" in p.lower() or p in sig.NET_NAMES_OFI for p in r.net_plugins_loaded)
+        for r in ranks
+    )
+    transport = ctx.transport
+    if transport is None:
+        types = {r.gin_type for r in ranks if r.gin_type is not None}
+        transport = (
+            {2: "gin-proxy", 5: "efa-gda"}.get(next(iter(types))) if len(types) == 1 else None
+        )
+    gin = bool(
+        ctx.transport
+        or any(r.gin_type not in (None, 0) for r in ranks)
+        or facts.kind_count("deepep_v2_context")
+        or _deepep_v2_manager(facts)
+        or any(r.gin_plugin for r in ranks)
+    )
+    return Expect(strong or intent, strong, nics, transport, gin)
+
+
+def _deepep_v2_manager(facts: LogFacts) -> bool:
+    return any("DeepEPV2" in (e.group("mgr") or "") for e in facts.events_of("vllm_manager"))
+
+
+def _ev(r: RankFacts, *names: str) -> list[str]:
+    return [r.evidence[n] for n in names if n in r.evidence]
+
+
+def _ranks_str(rs: list[RankFacts]) -> str:
+    shown = ", ".join(r.name() for r in rs[:6])
+    return shown + (f" and {len(rs) - 6} more" if len(rs) > 6 else "")
+
+
+def _f(code: str, status: Status, title: str | None, evidence: Iterable[str]) -> Finding:
+    return finding(code, status, title, list(evidence)[:MAX_EVIDENCE])
+
+
+# --- network -------------------------------------------------------------------------------
+def network_findings(facts: LogFacts, exp: Expect, final: bool) -> Iterator[Keyed]:
+    ranks = facts.nccl_ranks()
+    groups: dict[tuple[str, str], list[RankFacts]] = {}
+    for r in ranks:
+        p = r.provider
+        net = r.network
+        if p is not None and p[0] != "efa":
+            groups.setdefault(("provider", f"{p[0]} (fabric {p[1]})"), []).append(r)
+        elif p is not None and p[1] != "efa-direct":
+            groups.setdefault(("fabric", p[1]), []).append(r)
+        elif net is not None and net not in sig.NET_NAMES_OFI:
+            groups.setdefault(("network", net), []).append(r)
+    for (kind, what), rs in sorted(groups.items()):
+        ev = [e for r in rs for e in _ev(r, "provider", "network", "ofi_init_failed")]
+        n = f"{len(rs)} rank{'s' if len(rs) != 1 else ''}"
+        if kind == "provider":
+            status = Status.FAIL  # a tcp / tcp;ofi_rxm provider is never EFA
+            title = f"aws-ofi-nccl selected provider {what}, not EFA, on {n}: {_ranks_str(rs)}"
+        elif kind == "fabric":
+            status = Status.FAIL if (exp.strong or exp.gin) else Status.WARN
+            title = f"Provider efa but fabric {what}, not efa-direct, on {n}: {_ranks_str(rs)}"
+        else:
+            status = Status.FAIL if exp.efa else Status.WARN
+            title = f"NCCL used the {what} network, not EFA, on {n}: {_ranks_str(rs)}"
+            if not exp.efa:
+                title += " (no sign this run meant to use EFA)"
+        yield f"T701:{kind}:{what}", _f("T701", status, title, ev)
+    # fewer NICs than the instance has
+    if exp.nics:
+        short = [
+            r for r in ranks if r.provider and r.provider[0] == "efa" and r.provider[2] < exp.nics
+        ]
+        if short:
+            counts = sorted({r.provider[2] for r in short if r.provider})
+            yield (
+                "T702",
+                _f(
+                    "T702",
+                    Status.FAIL,
+                    f"NCCL found {'/'.join(map(str, counts))} EFA NICs, the instance has {exp.nics}, "
+                    f"on {len(short)} ranks: {_ranks_str(short)}",
+                    [e for r in short for e in _ev(r, "provider")],
+                ),
+            )
+    efa = [r for r in ranks if r.on_efa() is True]
+    off = [r for r in ranks if r.on_efa() is False]
+    if efa and off:
+        yield (
+            "F201",
+            _f(
+                "F201",
+                Status.FAIL,
+                f"Ranks disagree: {len(efa)} on EFA (efa-direct), {len(off)} not ({_ranks_str(off)})",
+                [
+                    *(_ev(efa[0], "provider")),
+                    *(e for r in off[:4] for e in _ev(r, "provider", "network")),
+                ],
+            ),
+        )
+    versions: dict[str, list[RankFacts]] = {}
+    for r in ranks:
+        if r.nccl_version:
+            versions.setdefault(r.nccl_version, []).append(r)
+    if len(versions) > 1:
+        yield (
+            "F202",
+            _f(
+                "F202",
+                Status.FAIL,
+                "Ranks run different NCCL versions: "
+                + "; ".join(f"{v} on {_ranks_str(rs)}" for v, rs in sorted(versions.items())),
+                [e for rs in versions.values() for e in _ev(rs[0], "nccl_version")],
+            ),
+        )
+    if not final:
+        return
+    unseen = [r for r in ranks if r.on_efa() is None]
+    if not ranks or (unseen and not groups and not efa):
+        what = (
+            "no NCCL INFO line in the log"
+            if not ranks
+            else f"no `Using network` or provider line from {_ranks_str(unseen)}"
+        )
+        yield (
+            "T701:unknown",
+            _f(
+                "T701",
+                Status.UNKNOWN,
+                f"Which network NCCL used cannot be seen: {what} (is NCCL_DEBUG=INFO set?)",
+                [],
+            ),
+        )
+    elif efa and not off:
+        nics = sorted({r.provider[2] for r in efa if r.provider})
+        note = "" if exp.nics else " (instance EFA count not given: NIC count not checked)"
+        partial = f"; {len(unseen)} ranks logged no provider line" if unseen else ""
+        status = Status.UNKNOWN if unseen else Status.PASS
+        yield (
+            "T701:pass",
+            _f(
+                "T701",
+                status,
+                f"efa-direct on {len(efa)} ranks, {'/'.join(map(str, nics))} NICs{note}{partial}",
+                [e for r in efa[:3] for e in _ev(r, "provider")],
+            ),
+        )
+
+
+# --- plugin ---------------------------------------------------------------------------------
+def plugin_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
+    missing: dict[tuple[str, str], list[RankFacts]] = {}
+    failed: list[RankFacts] = []
+    for r in facts.nccl_ranks():
+        loaded = bool(r.net_plugins_loaded or r.providers or r.ofi_nccl_version)
+        if r.net_plugin_not_found and not loaded:
+            path = r.net_plugin_not_found[-1]
+            code = "N105" if r.env.get("NCCL_NET_PLUGIN") == path else "N101"
+            missing.setdefault((code, path), []).append(r)
+        ofi_failed = any(n in sig.NET_NAMES_OFI for n in r.net_plugin_failed)
+        if r.ofi_init_failed or ofi_failed:
+            failed.append(r)
+    for (code, path), rs in sorted(missing.items()):
+        status = Status.FAIL if (exp.efa or code == "N105") else Status.WARN
+        yield (
+            f"{code}:{path}",
+            _f(
+                code,
+                status,
+                f"NCCL could not find the network plugin {path} on {len(rs)} ranks: {_ranks_str(rs)}",
+                [
+                    e
+                    for r in rs[:4]
+                    for e in _ev(r, "env:NCCL_NET_PLUGIN", "net_not_found", "network")
+                ],
+            ),
+        )
+    if failed:
+        ev = [
+            e
+            for r in failed[:4]
+            for e in _ev(
+                r, "ofi_init_failed", *[k for k in r.evidence if k.startswith("net_failed:")]
+            )
+        ]
+        yield (
+            "N201",
+            _f(
+                "N201",
+                Status.FAIL,
+                f"aws-ofi-nccl loaded but failed to initialize on {len(failed)} ranks: {_ranks_str(failed)}",
+                ev,
+            ),
+        )
+
+
+# --- GIN ------------------------------------------------------------------------------------
+def gin_findings(facts: LogFacts, exp: Expect, final: bool) -> Iterator[Keyed]:
+    ranks = facts.nccl_ranks()
+    odd_type = [r for r in ranks if r.gin_type in (3, 4)]
+    if odd_type and exp.efa:
+        yield (
+            "T102",
+            _f(
+                "T102",
+                Status.FAIL,
+                f"NCCL_GIN_TYPE={odd_type[0].gin_type} on EFA (the pre-release GDAKI numbering) "
+                f"on {_ranks_str(odd_type)}",
+                _ev(odd_type[0], "env:NCCL_GIN_TYPE"),
+            ),
+        )
+    if exp.transport:
+        want_type, want_plugin = (5, "Libfabric_GDAKI") if exp.transport == "efa-gda" else (2, None)
+        wrong = []
+        for r in ranks:
+            bad_type = r.gin_type is not None and r.gin_type not in (want_type, -1)
+            plugin = r.gin_plugin
+            if plugin is not None:
+                gdaki = plugin.endswith("GDAKI") or r.gin_plugin_type == 5
+                bad_plugin = gdaki != (exp.transport == "efa-gda")
+            else:
+                bad_plugin = False
+            if bad_type or bad_plugin:
+                wrong.append(r)
+        if wrong:
+            r = wrong[0]
+            got = f"NCCL_GIN_TYPE={r.gin_type}" if r.gin_type is not None else ""
+            if r.gin_plugin:
+                got += (", " if got else "") + f"GIN plugin {r.gin_plugin}"
+            yield (
+                "T202",
+                _f(
+                    "T202",
+                    Status.FAIL,
+                    f"The log shows {got} on {len(wrong)} ranks, but the transport is {exp.transport} "
+                    f"(NCCL_GIN_TYPE={want_type}{', plugin ' + want_plugin if want_plugin else ''})",
+                    [e for w in wrong[:4] for e in _ev(w, "env:NCCL_GIN_TYPE", "gin_plugin")],
+                ),
+            )
+    if not final:
+        return
+    with_gin = [r for r in ranks if r.gin_plugin]
+    if exp.gin and ranks:
+        if with_gin and len(with_gin) == len(ranks):
+            names = sorted({r.gin_plugin or "" for r in with_gin})
+            gdaki = [r for r in with_gin if r.gdaki_context]
+            extra = f"; GDAKI context created on {len(gdaki)}" if gdaki else ""
+            yield (
+                "T201:pass",
+                _f(
+                    "T201",
+                    Status.PASS,
+                    f"GIN plugin {', '.join(names)} assigned on all {len(ranks)} ranks{extra}",
+                    [e for r in with_gin[:2] for e in _ev(r, "gin_plugin", "gdaki_context")],
+                ),
+            )
+        elif not facts.events_of(
+            *[k for k, (c, _) in _EVENT_TRAPS.items() if c in ("T201", "T105")]
+        ):
+            missing = [r for r in ranks if not r.gin_plugin]
+            yield (
+                "T201:unknown",
+                _f(
+                    "T201",
+                    Status.UNKNOWN,
+                    f"No GIN plugin assignment logged by {_ranks_str(missing)}: whether GIN came up "
+                    "cannot be seen (NCCL_DEBUG_SUBSYS must include INIT)",
+                    [],
+                ),
+            )
+
+
+# --- events ---------------------------------------------------------------------------------
+def _event_group(events: list[Event], title: str, code: str, status: Status) -> Finding:
+    ranks = sorted({e.rank_key for e in events})
+    where = f" ({len(ranks)} ranks: {', '.join(ranks[:4])}{'...' if len(ranks) > 4 else ''})"
+    return _f(
+        code,
+        status,
+        title + (where if ranks and len(events) > 0 else ""),
+        [e.evidence() for e in events],
+    )
+
+
+def event_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
+    by_kind: dict[str, list[Event]] = {}
+    for e in facts.events:
+        by_kind.setdefault(e.kind, []).append(e)
+    for kind, (code, status) in _EVENT_TRAPS.items():
+        evs = by_kind.get(kind)
+        if kind == "jit_ptxas" and (
+            by_kind.get("jit_ptxas_mov") or by_kind.get("jit_ptxas_stbulk")
+        ):
+            continue  # the same ptxas run, already explained by D504 / D405
+        if evs:
+            yield f"{code}:{kind}", _event_group(evs, _TITLES[kind], code, status)
+    if qp := by_kind.get("deepep_qp_cap"):
+        yield (
+            "D401:cap",
+            _event_group(
+                qp,
+                "DeepEP capped its QPs for EFA: the 128-slot GIN ring overflow is avoided",
+                "D401",
+                Status.PASS,
+            ),
+        )
+    if mgr := by_kind.get("vllm_manager"):
+        names = sorted({e.group("mgr") or "?" for e in mgr})
+        v2 = [n for n in names if "DeepEPV2" in n]
+        if v2 and len(names) == 1:
+            yield (
+                "E407:v2",
+                _event_group(
+                    mgr,
+                    "vLLM uses DeepEP-V2 for the MoE all-to-all (DeepEPV2All2AllManager)",
+                    "E407",
+                    Status.PASS,
+                ),
+            )
+        else:
+            yield (
+                "E407:other",
+                _event_group(
+                    mgr,
+                    f"vLLM's all2all manager is {', '.join(names)}, not DeepEP-V2",
+                    "E407",
+                    Status.WARN if not v2 else Status.FAIL,
+                ),
+            )
+    if ep := by_kind.get("trtllm_ncclep_missing"):
+        old = [r for r in facts.nccl_ranks() if r.nccl_version and _vt(r.nccl_version) < (2, 30, 4)]
+        code = "E104" if old else "E102"
+        title = "TensorRT-LLM: `nccl-ep is not installed.`" + (
+            f" (NCCL {old[0].nccl_version} is below NcclEP's 2.30.4 floor)"
+            if old
+            else " (libnccl_ep missing, or the loaded NCCL is below 2.30.4: see E104)"
+        )
+        yield code, _event_group(ep, title, code, Status.FAIL)
+    deepep_v2 = bool(facts.kind_count("deepep_v2_context") or _deepep_v2_manager(facts))
+    crash = by_kind.get("cuda_illegal", []) + by_kind.get("cuda_launch", [])
+    if crash:
+        eager = [e.group("eager") for e in by_kind.get("vllm_engine_config", [])]
+        graphs = "False" in eager
+        if deepep_v2 and graphs:
+            yield (
+                "E503",
+                _event_group(
+                    crash,
+                    "CUDA fault at startup with DeepEP-V2 in CUDA-graph mode: the #52632 "
+                    "expert_tokens_meta crash",
+                    "E503",
+                    Status.FAIL,
+                ),
+            )
+        else:
+            kinds = sorted({e.kind for e in crash})
+            what = " / ".join(
+                {"cuda_illegal": "illegal memory access", "cuda_launch": "launch failure"}[k]
+                for k in kinds
+            )
+            yield "E202", _event_group(crash, f"CUDA {what} in a rank", "E202", Status.FAIL)
+    seg = by_kind.get("segfault")
+    if seg:
+        if deepep_v2:
+            yield (
+                "D101",
+                _event_group(
+                    seg,
+                    "Segmentation fault with DeepEP-V2 in the process: the ElasticBuffer-init "
+                    "segfault of EP_REUSE_NCCL_COMM=1 under vLLM",
+                    "D101",
+                    Status.FAIL,
+                ),
+            )
+        else:
+            yield (
+                "E203",
+                _event_group(seg, "A process died of a segmentation fault", "E203", Status.FAIL),
+            )
+    # NCCL WARN lines no other finding explains
+    explained = {e.line_no for e in facts.events}
+    warns = [
+        w
+        for r in facts.nccl_ranks()
+        for w in r.warns
+        if _line_of(w) not in explained and not sig.OFI_INIT_FAILED.search(w)
+    ]
+    if warns:
+        total = sum(r.warn_count for r in facts.nccl_ranks())
+        yield "N203", _f("N203", Status.WARN, f"NCCL printed {total} WARN lines", warns)
+
+
+def _line_of(ev: str) -> int | None:
+    try:
+        return int(ev.split(": ", 1)[0].rsplit(":", 1)[-1].replace("line ", ""))
+    except ValueError:
+        return None
+
+
+def _vt(v: str) -> tuple[int, ...]:
+    out = []
+    for p in v.split(".")[:3]:
+        out.append(int(p) if p.isdigit() else 0)
+    return tuple(out)
+
+
+def evaluate(facts: LogFacts, ctx: Context, final: bool = True) -> list[Keyed]:
+    exp = expectation(facts, ctx)
+    out: list[Keyed] = []
+    out.extend(network_findings(facts, exp, final))
+    out.extend(plugin_findings(facts, exp))
+    out.extend(gin_findings(facts, exp, final))
+    out.extend(event_findings(facts, exp))
+    if final and not out:
+        out.append(
+            (
+                "T701:nothing",
+                _f(
+                    "T701",
+                    Status.UNKNOWN,
+                    "Nothing conclusive in the log: no NCCL or engine signature",
+                    [],
+                ),
+            )
+        )
+    return out
+
+
+CODES = [
+    "T701",
+    "T702",
+    "F201",
+    "F202",
+    "N101",
+    "N105",
+    "N201",
+    "N202",
+    "N203",
+    "T102",
+    "T105",
+    "T201",
+    "T202",
+    "T203",
+    "T204",
+    "H103",
+    "H112",
+    "H125",
+    "H201",
+    "N103",
+    "D101",
+    "D201",
+    "D202",
+    "D401",
+    "D402",
+    "D405",
+    "D504",
+    "E102",
+    "E104",
+    "E201",
+    "E202",
+    "E203",
+    "E204",
+    "E407",
+    "E408",
+    "E503",
+    "L104",
+    "T402",
+]
+
+
+@check(*CODES, domain="logs")
+def log_check(facts: Any, ctx: Context) -> Iterable[Finding]:
+    if not isinstance(facts, LogFacts):
+        return []
+    return [f for _, f in evaluate(facts, ctx, final=True)]
+
+
+# --- the analyzer -----------------------------------------------------------------------------
 @dataclass
 class LogAnalysis:
-    ranks: list[RankFacts]
+    facts: LogFacts
     findings: list[Finding]
-    lines_parsed: int = 0
-    sources: list[str] = field(default_factory=list)
+    stats: ScanStats = field(default_factory=ScanStats)
 
-    def to_json(self) -> dict:
+    @property
+    def ranks(self) -> list[RankFacts]:
+        return self.facts.all_ranks()
+
+    def worst(self) -> Status:
+        return max((f.status for f in self.findings), key=lambda s: s.rank, default=Status.UNKNOWN)
+
+    def to_json(self) -> dict[str, Any]:
         return {
             "ranks": [r.to_json() for r in self.ranks],
             "findings": [f.to_json() for f in self.findings],
+            "lines": self.stats.lines,
+            "bytes": self.stats.bytes,
+            "candidate_lines": self.facts.candidates,
+            "dropped_lines": self.stats.dropped,
         }
 
 
 class LogAnalyzer:
-    """Incremental log analysis: free of any UI toolkit, reused by launch and the TUI."""
+    """Incremental: ``feed(bytes)`` returns the findings that just became true."""
 
-    def __init__(self, ctx: Context | None = None) -> None:
+    def __init__(self, ctx: Context | None = None, source: str = "") -> None:
         self.ctx = ctx or Context()
-        self.parser = LogParser()
-        self._hits: dict[str, _Hit] = {}
-        self._flags: dict[str, set[str]] = {}
-        self._finished = False
-        self._summary_seen: set[str] = set()
-        self.sources: list[str] = []
-        spec = instance_spec(self.ctx.instance)
-        want = self.ctx.options.get("expect_nics")
-        self.expect_nics: int | None = int(want) if want else (spec.efa_count if spec else None)
+        self.source = source
+        self.facts = LogFacts()
+        self._feeder = Feeder()
+        self._seen: set[str] = set()
 
-    # ---- input ----------------------------------------------------------------------
-    def feed(self, data: bytes, source: str = "-") -> list[Finding]:
-        self._source(source)
-        return self._on(self.parser.feed(data, source))
+    def feed(self, data: bytes, source: str | None = None) -> list[Finding]:
+        """New findings; ``source`` names the stream (default: the analyzer's)."""
+        src = self.source if source is None else source
+        for n, raw in self._feeder.feed(data):
+            self.facts.add(src, n, raw)
+        return self._new(final=False)
 
-    def feed_candidates(self, source: str, lines: Iterable[tuple[int, bytes]]) -> list[Finding]:
-        self._source(source)
-        return self._on(self.parser.feed_candidates(source, lines))
+    def feed_candidates(
+        self, cands: Iterable[tuple[int, bytes]], source: str | None = None
+    ) -> None:
+        src = self.source if source is None else source
+        for n, raw in cands:
+            self.facts.add(src, n, raw)
+
+    def _new(self, final: bool) -> list[Finding]:
+        out = []
+        for key, f in evaluate(self.facts, self.ctx, final=final):
+            if key in self._seen or (not final and f.status in (Status.PASS, Status.UNKNOWN)):
+                continue
+            self._seen.add(key)
+            out.append(f)
+        return out
 
     def finish(self) -> list[Finding]:
-        new = self._on(self.parser.flush())
-        self._finished = True
-        return new + [f for f in self._summary(final=True) if f.code == "T206"]
+        """Flush a last unterminated line; returns what became true, PASS/UNKNOWN included."""
+        for n, raw in self._feeder.close():
+            self.facts.add(self.source, n, raw)
+        return self._new(final=True)
 
     def ranks(self) -> list[RankFacts]:
-        return self.parser.ranks()
+        return self.facts.all_ranks()
 
     def findings(self) -> list[Finding]:
-        out = [self._finding(h) for h in self._hits.values()]
-        return out + self._summary(final=self._finished)
+        return [f for _, f in evaluate(self.facts, self.ctx, final=True)]
 
     def analysis(self) -> LogAnalysis:
-        return LogAnalysis(self.ranks(), self.findings(), self.parser.lines_parsed, self.sources)
-
-    def _source(self, source: str) -> None:
-        if source not in self.sources:
-            self.sources.append(source)
-
-    # ---- rules --------------------------------------------------------------------------
-    def _on(self, events: list[Event]) -> list[Finding]:
-        new: list[Finding] = []
-        summary = False
-        for e in events:
-            for code, status, what in self._rules(e):
-                hit = self._hits.get(code)
-                if hit is None:
-                    hit = self._hits[code] = _Hit(code, status)
-                    if code == "T204":
-                        hit.want = str(self.expect_nics)
-                if hit.add(e.rank, e.line, what, status):
-                    new.append(self._finding(hit, only=e.rank))
-            summary = summary or e.kind in ("network", "ofi_provider", "nccl_version")
-        if summary:
-            for f in self._summary(final=False):
-                if f.code not in self._summary_seen:
-                    self._summary_seen.add(f.code)
-                    new.append(f)
-        return new
-
-    def _rules(self, e: Event) -> list[tuple[str, Status, str]]:
-        r = self._rank(e.rank)
-        out: list[tuple[str, Status, str]] = []
-        if e.kind in _DIRECT:
-            code, status = _DIRECT[e.kind]
-            what = ""
-            if e.kind == "deepep_qp_cap":
-                what = f"{e.data['before']} -> {e.data['after']}"
-            elif e.kind == "cuda_fault":
-                what = _fault_words(e.line.text)
-            out.append((code, status, what))
-        flags = self._flags.setdefault(e.rank, set())
-        if e.kind in ("cuda_fault", "segfault"):
-            flags.add(e.kind)
-        if e.kind == "frame":
-            f = e.data["file"].replace("\\", "/")
-            if f.endswith("deep_ep/buffers/elastic.py") or "ElasticBuffer" in e.data["fn"]:
-                flags.add("elastic")
-            if f.endswith("deepep_v2.py"):
-                flags.add("deepep_v2")
-        if e.kind in ("cuda_fault", "segfault", "frame"):
-            if {"segfault", "elastic"} <= flags:
-                out.append(("D206", Status.FAIL, ""))
-            if "cuda_fault" in flags and ("deepep_v2" in flags or "elastic" in flags):
-                out.append(("E202", Status.FAIL, ""))
-        if e.kind == "network":
-            net = e.data["network"]
-            if net in ("Socket", "IB"):
-                out.append(("T201", Status.FAIL, net))
-                if r is not None and r.net_plugin_not_found:
-                    out.append(("N201", Status.FAIL, net))
-        if e.kind == "net_plugin_failed" and e.data["name"] not in ("IB", "Socket"):
-            out.append(("N202", Status.FAIL, ""))
-        if e.kind == "ofi_provider":
-            out += self._provider_rules(e)
-        if e.kind == "all2all_manager":
-            m = e.data["manager"]
-            status = Status.PASS if m == "DeepEPV2All2AllManager" else Status.WARN
-            out.append(("E201", status, m))
-        return out
-
-    def _provider_rules(self, e: Event) -> list[tuple[str, Status, str]]:
-        prov, fab, nics = e.data["provider"], e.data["fabric"], e.data["nics"]
-        out: list[tuple[str, Status, str]] = []
-        if not prov.startswith("efa"):
-            out.append(("T202", Status.FAIL, prov))
-            return out
-        if fab != "efa-direct":
-            out.append(("T203", Status.FAIL if self.ctx.transport else Status.WARN, fab))
-        if nics is not None and self.expect_nics and nics < self.expect_nics:
-            out.append(("T204", Status.FAIL, str(nics)))
-        return out
-
-    def _rank(self, key: str) -> RankFacts | None:
-        return self.parser._ranks.get(key)
-
-    # ---- whole-log verdicts -------------------------------------------------------------
-    def _summary(self, final: bool) -> list[Finding]:
-        ranks = [r for r in self.parser.ranks() if r.host is not None]
-        out: list[Finding] = []
-        states = {r.rank_key: r.on_efa for r in ranks}
-        on = [k for k, v in states.items() if v is True]
-        off = [k for k, v in states.items() if v is False]
-        if on and off:
-            ev = [f"on EFA: {_list(on)}", f"not on EFA: {_list(off)}"]
-            ev += [self._net_line(k) for k in off[:4]]
-            out.append(finding("T205", Status.FAIL, evidence=ev))
-        versions: dict[str, list[str]] = {}
-        for r in ranks:
-            if r.nccl_version:
-                versions.setdefault(r.nccl_version, []).append(r.rank_key)
-        if len(versions) > 1:
-            ev = [f"NCCL {v}: {_list(ks)}" for v, ks in sorted(versions.items())]
-            what = ", ".join(sorted(versions))
-            out.append(finding("L201", Status.FAIL, TITLES["L201"].format(what=what), ev))
-        if final:
-            out.append(self._proof(ranks, states))
-            if any(r.net_plugin_not_found for r in ranks) and "N201" not in self._hits:
-                pending = [
-                    r
-                    for r in ranks
-                    if r.net_plugin_not_found and not r.net_plugin and r.network is None
-                ]
-                if pending:
-                    ev = [f"{r.rank_key}: Could not find {', '.join(r.net_plugin_not_found)}" for r in pending[:8]]
-                    out.append(
-                        finding(
-                            "N201",
-                            Status.UNKNOWN,
-                            "NET plugin not found; the log ends before NCCL chose a network",
-                            ev,
-                        )
-                    )
-        return out
-
-    def _proof(self, ranks: list[RankFacts], states: dict[str, bool | None]) -> Finding:
-        if not ranks:
-            return finding(
-                "T206",
-                Status.UNKNOWN,
-                "no NCCL rank lines in this log: nothing proves EFA (run with NCCL_DEBUG=INFO)",
-                [f"{self.parser.lines_parsed} candidate lines parsed"],
-            )
-        unknown = [k for k, v in states.items() if v is None]
-        on = [k for k, v in states.items() if v is True]
-        if unknown:
-            ev = [f"no EFA provider banner or network line: {_list(unknown)}"]
-            if on:
-                ev.append(f"on EFA: {_list(on)}")
-            return finding(
-                "T206",
-                Status.UNKNOWN,
-                f"{len(unknown)} of {len(ranks)} NCCL ranks show no network evidence",
-                ev,
-            )
-        if len(on) == len(ranks):
-            fabrics = sorted({self._rank(k).ofi_fabric or "?" for k in on})
-            nics = sorted({str(self._rank(k).ofi_nics) for k in on})
-            ev = [f"{k}: {self._net_line(k)}" for k in on[:4]]
-            return finding(
-                "T206",
-                Status.PASS,
-                f"all {len(on)} NCCL ranks on EFA (fabric {', '.join(fabrics)}, nics {', '.join(nics)})",
-                ev,
-            )
-        return finding(
-            "T206",
-            Status.UNKNOWN,
-            f"{len(on)} of {len(ranks)} NCCL ranks on EFA; the others are judged by T201/T202",
-        )
-
-    def _net_line(self, key: str) -> str:
-        r = self._rank(key)
-        if r is None:
-            return key
-        line = r.evidence.get("ofi_provider") or r.evidence.get("network")
-        return line.cite() if line else key
-
-    # ---- rendering one hit ----------------------------------------------------------------
-    def _finding(self, hit: _Hit, only: str | None = None) -> Finding:
-        total = len([r for r in self.parser.ranks() if r.host is not None]) or len(hit.ranks)
-        what = ", ".join(hit.what) if hit.what else ""
-        title = TITLES.get(hit.code, "").format(what=what or "?", want=hit.want or "?")
-        keys = [only] if only else list(hit.ranks)
-        if not only and len(hit.ranks) > 1:
-            title = f"{title} ({len(hit.ranks)} of {max(total, len(hit.ranks))} ranks)"
-        ev = [f"ranks: {_list(keys)}"]
-        lines = [hit.ranks[only]] if only else hit.lines
-        ev += [ln.cite() for ln in lines]
-        return finding(hit.code, hit.status, title, ev)
-
-
-def _list(keys: list[str], limit: int = 8) -> str:
-    shown = ", ".join(keys[:limit])
-    return shown + (f" (+{len(keys) - limit} more)" if len(keys) > limit else "")
-
-
-def _fault_words(text: str) -> str:
-    for w in (
-        "an illegal memory access was encountered",
-        "unspecified launch failure",
-        "CUDA_ERROR_LAUNCH_FAILED",
-        "CUDA_ERROR_ILLEGAL_ADDRESS",
-    ):
-        if w in text:
-            return w
-    return "CUDA error"
+        st = ScanStats()
+        st.lines, st.bytes = self._feeder.lines, self._feeder.bytes
+        return LogAnalysis(self.facts, self.findings(), st)
 
 
 def analyze_stream(
-    chunks: Iterable[bytes], ctx: Context | None = None, source: str = "-"
+    chunks: Iterable[bytes], ctx: Context | None = None, source: str = ""
 ) -> LogAnalysis:
-    an = LogAnalyzer(ctx)
-    for chunk in chunks:
-        an.feed(chunk, source)
-    an.finish()
-    return an.analysis()
+    a = LogAnalyzer(ctx, source)
+    for c in chunks:
+        for n, raw in a._feeder.feed(c):
+            a.facts.add(source, n, raw)
+    for n, raw in a._feeder.close():
+        a.facts.add(source, n, raw)
+    return a.analysis()
 
 
-def analyze_paths(paths: Iterable[str], ctx: Context | None = None, workers: int = 2) -> LogAnalysis:
-    from epdoctor.facts.logs.read import iter_path
-
-    an = LogAnalyzer(ctx)
+def analyze_paths(
+    paths: Iterable[str], ctx: Context | None = None, parallel: bool = True
+) -> LogAnalysis:
+    """Files, '-' and .gz; regular files are scanned with two processes when large."""
+    facts = LogFacts()
+    stats = ScanStats()
     for path in paths:
-        for batch in iter_path(path, workers=workers):
-            an.feed_candidates(path, batch)
-    an.finish()
-    return an.analysis()
-
-
-@check(*sorted({c for c, _ in _DIRECT.values()} | {"T201", "T202", "T203", "T204", "T205", "T206", "L201", "N201", "D206", "E201", "E202"}), domain="logs")
-def log_findings(facts: LogAnalysis, ctx: Context) -> Iterable[Finding]:
-    """For run_checks(analysis, ctx, "logs"): the findings an analysis already holds."""
-    return list(facts.findings)
+        src = "stdin" if path == "-" else path
+        st = ScanStats()
+        for n, raw in iter_path(path, st, parallel=parallel):
+            facts.add(src, n, raw)
+        facts.sources[src] = st.lines
+        stats.bytes += st.bytes
+        stats.lines += st.lines
+        stats.dropped += st.dropped
+        stats.workers = max(stats.workers, st.workers)
+    findings = [f for _, f in evaluate(facts, ctx or Context(), final=True)]
+    return LogAnalysis(facts, findings, stats)

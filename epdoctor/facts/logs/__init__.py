@@ -1,20 +1,39 @@
-"""Log facts: NCCL, aws-ofi-nccl, DeepEP and engine logs, per rank, streamed.
+"""Log facts: NCCL, aws-ofi-nccl, DeepEP and engine logs, attributed per rank, streamed.
 
-Layers:
-- ``scan``: the byte-level prefilter (``ChunkScanner.feed(bytes) -> [(lineno, line)]``):
-  rare literals found with ``bytes.find`` over large blocks; only those lines are decoded.
-- ``prefix``: who wrote a line (``attribute(text)``): kubectl/stern/srun/mpirun/torchrun/vLLM
-  prefixes, then NCCL's ``host:pid:tid [dev]``; ANSI colour, CR and timestamps removed.
-- ``parse``: ``LogParser`` turns candidate lines into ``RankFacts`` (one per process) and
-  ``Event`` objects (one per recognised upstream message).
-- ``read``: ``iter_path(path, workers=2)`` (regular files split on line boundaries over worker
-  processes, merged in order; ``.gz`` streamed) and ``iter_stream(binary_file)``.
+Modules:
 
-Findings are raised from these in ``epdoctor.checks.logs`` (``LogAnalyzer``, ``analyze_stream``).
+- ``signatures``: the upstream wordings read (regexes) and ``ANCHORS``, the byte literals every
+  signature line contains.
+- ``scanner``: bytes in, candidate lines out. ``scan_block`` finds anchors with ``bytes.find``
+  over 16 MiB blocks and returns only the lines around hits, with line numbers;
+  ``Feeder.feed(bytes)`` / ``close()`` do it incrementally with a bounded carry;
+  ``iter_path(path)`` reads a file (two newline-aligned byte ranges on two processes for large
+  regular files, merged in order), ``-`` (stdin) or ``.gz`` (one process).
+- ``prefix``: ``parse_line(text)`` strips ANSI/CR/timestamps, peels launcher prefixes
+  (kubectl ``[pod/P/C]``, stern ``POD CONTAINER``, torchrun ``[rankN]:``/``[defaultN]:``, srun
+  ``N: ``, mpirun ``[1,N]<stdout>:``, vLLM ``(Worker_DP3_EP3 pid=N)``) into labels and finds
+  NCCL's ``host:pid:tid [dev]``.
+- ``model``: ``LogFacts.add(source, line_no, raw)`` builds ``RankFacts`` (one per NCCL
+  process ``host:pid``; label-only lines join the rank their label or pid maps to) and
+  ``Event`` objects (one per recognised message, with its line for evidence).
+
+The analyzer that turns these into findings lives one layer up, in ``epdoctor.checks.logs``
+(free of rich and textual, used by ``epdoctor logs``, diagnose ``--log``, the launcher and the
+TUI log panes)::
+
+    from epdoctor.checks.base import Context
+    from epdoctor.checks.logs import LogAnalyzer, analyze_stream, analyze_paths
+
+    an = LogAnalyzer(Context(instance="p5en.48xlarge", transport="gin-proxy"), source="node0")
+    new = an.feed(chunk)          # -> list[Finding] that became true with this chunk
+    new += an.finish()            # end of stream: last line, PASS and UNKNOWN verdicts
+    an.ranks()                    # -> list[RankFacts] so far
+    an.findings()                 # -> every finding, aggregated over ranks
+
+    a = analyze_stream(chunks, ctx)            # -> LogAnalysis (.ranks, .findings, .to_json())
+    a = analyze_paths(["a.log", "b.log.gz", "-"], ctx)
+
+``ctx.options["expect_nics"]`` overrides the instance's EFA count. A finding that needs the
+whole log (PASS, or UNKNOWN for "could not see") is only returned by ``finish()``; a failure
+is returned by the ``feed`` whose bytes completed its line.
 """
-
-from epdoctor.facts.logs.model import Event, LogLine, RankFacts
-from epdoctor.facts.logs.parse import LogParser
-from epdoctor.facts.logs.scan import LITERALS, ChunkScanner
-
-__all__ = ["LITERALS", "ChunkScanner", "Event", "LogLine", "LogParser", "RankFacts"]

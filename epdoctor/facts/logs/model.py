@@ -1,115 +1,297 @@
-"""Per-rank facts and the events that findings are raised from."""
+"""Per-rank log facts and the events the signatures found, built line by line.
+
+``LogFacts.add(source, line_no, raw)`` takes one candidate line (bytes) and
+updates the rank it belongs to. A rank is an NCCL process (``host:pid``);
+launcher labels (``rank3``, ``Worker_DP3_EP3``, ``pod/...``) are joined to it
+when a line carries both, so a label-only line (a traceback under torchrun's
+``[rank3]:``) lands on the same rank. Lines with neither are kept per source.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-MAX_EVIDENCE = 8
+from epdoctor.facts.logs import signatures as sig
+from epdoctor.facts.logs.prefix import Parsed, parse_line
 
-
-@dataclass(frozen=True)
-class LogLine:
-    source: str  # file name, "-" for stdin, or a pod/stream name
-    lineno: int
-    text: str  # the cleaned line (colour and CR removed), cut to a bounded length
-
-    def cite(self) -> str:
-        return f"{self.source}:{self.lineno}: {self.text[:400]}"
+MAX_TEXT = 400  # evidence text per line
+MAX_PER_RANK = 12  # evidence lines kept per list
+MAX_EVENTS_PER_KIND = 64
+CONTEXT_KINDS = ("deepep_v2_context", "vllm_engine_config", "torchrun_exitcode")
 
 
 @dataclass(frozen=True)
 class Event:
-    """One recognised upstream message on one rank."""
-
     kind: str
-    rank: str
-    line: LogLine
-    data: dict[str, Any] = field(default_factory=dict)
+    rank_key: str  # the rank, or "source:<name>" when the line has no rank
+    source: str
+    line_no: int
+    text: str
+    groups: tuple[tuple[str, str], ...] = ()
+
+    def evidence(self) -> str:
+        where = f"{self.source}:{self.line_no}" if self.source else f"line {self.line_no}"
+        return f"{where}: {self.text}"
+
+    def group(self, name: str) -> str | None:
+        return dict(self.groups).get(name)
 
 
 @dataclass
 class RankFacts:
-    """What one process (rank) said about itself. None = the log did not say."""
+    """What one NCCL process (or one labelled stream) said about itself."""
 
-    rank_key: str
-    labels: list[str] = field(default_factory=list)
+    key: str
     host: str | None = None
     pid: int | None = None
     devs: set[int] = field(default_factory=set)
+    labels: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    first_line: int | None = None
     nccl_version: str | None = None
-    cuda: str | None = None
+    cuda_version: str | None = None
     env: dict[str, str] = field(default_factory=dict)
-    net_plugin: str | None = None  # "Loaded net plugin X" / "Initialized NET plugin X"
+    net_plugins_loaded: list[str] = field(default_factory=list)
     net_plugin_not_found: list[str] = field(default_factory=list)
     net_plugin_failed: list[str] = field(default_factory=list)
-    network: str | None = None  # last "Using network X"
+    net_initialized: list[str] = field(default_factory=list)
     networks: list[str] = field(default_factory=list)
-    ofi_version: str | None = None  # aws-ofi-nccl
+    ofi_init_failed: bool = False
+    providers: list[tuple[str, str, int]] = field(default_factory=list)
+    ofi_nccl_version: str | None = None
     libfabric_version: str | None = None
-    ofi_platform: str | None = None
-    ofi_protocol: str | None = None
-    ofi_provider: str | None = None
-    ofi_fabric: str | None = None
-    ofi_nics: int | None = None
-    gin_plugin: str | None = None  # "Assigned GIN plugin X" / "Assigned plugin X type N"
-    gin_type: int | None = None
+    gin_plugin: str | None = None
+    gin_plugin_type: int | None = None
+    gin_loaded: list[str] = field(default_factory=list)
+    gdaki_context: bool = False
     gdrcopy: list[str] = field(default_factory=list)
-    all2all_manager: str | None = None
     warn_count: int = 0
     warns: list[str] = field(default_factory=list)
-    first_line: int | None = None
-    last_line: int | None = None
-    source: str = ""
-    evidence: dict[str, LogLine] = field(default_factory=dict)  # fact name -> line that set it
+    evidence: dict[str, str] = field(default_factory=dict)  # fact name -> "src:line: text"
 
     @property
+    def is_nccl(self) -> bool:
+        return self.host is not None
+
+    @property
+    def network(self) -> str | None:
+        return self.networks[-1] if self.networks else None
+
+    @property
+    def provider(self) -> tuple[str, str, int] | None:
+        return self.providers[-1] if self.providers else None
+
+    @property
+    def gin_type(self) -> int | None:
+        v = self.env.get("NCCL_GIN_TYPE")
+        try:
+            return int(v) if v is not None else None
+        except ValueError:
+            return None
+
     def on_efa(self) -> bool | None:
-        """True: EFA banner and an OFI network; False: another network; None: cannot tell."""
-        if self.ofi_provider is not None and not self.ofi_provider.startswith("efa"):
+        """True: efa/efa-direct selected and the network is the OFI plugin. None: not logged."""
+        p = self.provider
+        net = self.network
+        if p is None:
+            if net is not None and net not in sig.NET_NAMES_OFI:
+                return False
+            return None
+        if p[0] != "efa" or p[1] != "efa-direct":
             return False
-        if self.network is not None and not is_ofi_network(self.network):
-            return False
-        if self.ofi_provider is not None and self.ofi_provider.startswith("efa"):
-            return True if self.network is None or is_ofi_network(self.network) else False
-        return None
+        return net is None or net in sig.NET_NAMES_OFI
+
+    def name(self) -> str:
+        extra = [lb for lb in self.labels if lb != self.key][:2]
+        return f"{self.key} ({', '.join(extra)})" if extra else self.key
 
     def to_json(self) -> dict[str, Any]:
+        p = self.provider
         return {
-            "rank_key": self.rank_key,
-            "labels": list(self.labels),
+            "rank_key": self.key,
             "host": self.host,
             "pid": self.pid,
-            "devs": sorted(self.devs),
-            "source": self.source,
+            "devices": sorted(self.devs),
+            "labels": list(self.labels),
+            "sources": list(self.sources),
             "nccl_version": self.nccl_version,
-            "cuda": self.cuda,
-            "env": dict(self.env),
-            "net_plugin": self.net_plugin,
+            "cuda_version": self.cuda_version,
+            "network": self.network,
+            "ofi_provider": p[0] if p else None,
+            "ofi_fabric": p[1] if p else None,
+            "ofi_nics": p[2] if p else None,
+            "on_efa": self.on_efa(),
+            "aws_ofi_nccl_version": self.ofi_nccl_version,
+            "libfabric_version": self.libfabric_version,
+            "net_plugins_loaded": list(self.net_plugins_loaded),
             "net_plugin_not_found": list(self.net_plugin_not_found),
             "net_plugin_failed": list(self.net_plugin_failed),
-            "network": self.network,
-            "ofi_version": self.ofi_version,
-            "libfabric_version": self.libfabric_version,
-            "ofi_platform": self.ofi_platform,
-            "ofi_protocol": self.ofi_protocol,
-            "ofi_provider": self.ofi_provider,
-            "ofi_fabric": self.ofi_fabric,
-            "ofi_nics": self.ofi_nics,
-            "gin_plugin": self.gin_plugin,
             "gin_type": self.gin_type,
+            "gin_plugin": self.gin_plugin,
+            "gin_plugin_type": self.gin_plugin_type,
+            "gdaki_context": self.gdaki_context,
             "gdrcopy": list(self.gdrcopy),
-            "all2all_manager": self.all2all_manager,
-            "on_efa": self.on_efa,
+            "env": dict(self.env),
             "warn_count": self.warn_count,
-            "first_line": self.first_line,
-            "last_line": self.last_line,
+            "warns": list(self.warns),
         }
 
 
-# NCCL names the aws-ofi-nccl plugin "Libfabric" ("AWS Libfabric"/"OFI" when NCCL_NET says so).
-OFI_NETWORKS = ("Libfabric", "AWS Libfabric", "OFI")
+@dataclass
+class LogFacts:
+    ranks: dict[str, RankFacts] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    sources: dict[str, int] = field(default_factory=dict)  # source -> lines seen
+    candidates: int = 0
+    bytes_scanned: int = 0
+    _labels: dict[str, set[str]] = field(default_factory=dict)  # label -> nccl keys
+    _pids: dict[int, set[str]] = field(default_factory=dict)  # pid -> nccl keys
+    _kind_count: dict[str, int] = field(default_factory=dict)
 
+    # -- building -------------------------------------------------------------------------
+    def add(self, source: str, line_no: int, raw: bytes) -> list[Event]:
+        """One candidate line; returns the events it raised. Never raises on odd bytes."""
+        self.candidates += 1
+        text = raw[:65536].decode("utf-8", "replace")
+        p = parse_line(text)
+        if not p.text.strip():
+            return []
+        rank = self._rank_for(p, source, line_no)
+        shown = p.text if len(p.text) <= MAX_TEXT else p.text[:MAX_TEXT] + "..."
+        if rank is not None and p.host is not None:
+            self._nccl_facts(rank, p, source, line_no, shown)
+        key = rank.key if rank is not None else f"source:{source}"
+        return self._events(p, key, source, line_no, shown)
 
-def is_ofi_network(name: str) -> bool:
-    return name in OFI_NETWORKS
+    def _rank_for(self, p: Parsed, source: str, line_no: int) -> RankFacts | None:
+        if p.nccl_key is not None:
+            key = p.nccl_key
+            r = self.ranks.get(key)
+            if r is None:
+                r = self.ranks[key] = RankFacts(key=key, host=p.host, pid=p.pid, first_line=line_no)
+                self._pids.setdefault(p.pid or 0, set()).add(key)
+            if p.dev is not None:
+                r.devs.add(p.dev)
+            for lb in p.labels:
+                if lb not in r.labels:
+                    r.labels.append(lb)
+                self._labels.setdefault(lb, set()).add(key)
+        else:
+            r = self._rank_by_label(p, line_no)
+            if r is None:
+                return None
+        if source and source not in r.sources:
+            r.sources.append(source)
+        return r
+
+    def _rank_by_label(self, p: Parsed, line_no: int) -> RankFacts | None:
+        # vLLM's "(Worker_DP3_EP3 pid=N)" pid is the NCCL process's pid
+        if p.label_pid is not None and len(self._pids.get(p.label_pid, ())) == 1:
+            r = self.ranks[next(iter(self._pids[p.label_pid]))]
+            for lb in p.labels:
+                if lb not in r.labels:
+                    r.labels.append(lb)
+                self._labels.setdefault(lb, set()).add(r.key)
+            return r
+        for lb in reversed(p.labels):  # innermost label first
+            keys = self._labels.get(lb)
+            if keys and len(keys) == 1:
+                return self.ranks[next(iter(keys))]
+        if p.labels:
+            lb = p.labels[-1]
+            r = self.ranks.get(lb)
+            if r is None:
+                r = self.ranks[lb] = RankFacts(key=lb, labels=[lb], first_line=line_no)
+            return r
+        return None
+
+    def _nccl_facts(self, r: RankFacts, p: Parsed, source: str, line_no: int, shown: str) -> None:
+        msg = p.msg
+        ev = f"{source}:{line_no}: {shown}" if source else f"line {line_no}: {shown}"
+        if p.level == "WARN":
+            r.warn_count += 1
+            if len(r.warns) < MAX_PER_RANK:
+                r.warns.append(ev)
+        if m := sig.NCCL_VERSION.match(msg):
+            if r.nccl_version is None:
+                r.nccl_version = m["v"]
+                r.cuda_version = m["cuda"]
+                r.evidence["nccl_version"] = ev
+        elif m := sig.ENV_SET.match(msg):
+            r.env[m["k"]] = m["v"].strip()
+            r.evidence[f"env:{m['k']}"] = ev
+        elif m := sig.OFI_PROVIDER.search(msg):
+            r.providers.append((m["prov"].strip(), m["fab"], int(m["n"])))
+            r.evidence["provider"] = ev
+        elif m := sig.USING_NETWORK.match(msg):
+            r.networks.append(m["net"])
+            r.evidence["network"] = ev
+        elif m := sig.OFI_VERSION.match(msg):
+            r.ofi_nccl_version = m["v"]
+            r.evidence["aws_ofi_nccl_version"] = ev
+        elif m := sig.LIBFABRIC_VERSION.match(msg):
+            r.libfabric_version = m["v"]
+        elif m := sig.NET_LOADED.match(msg):
+            r.net_plugins_loaded.append(m["name"])
+            r.evidence["net_loaded"] = ev
+        elif m := sig.NET_EXTERNAL_OK.match(msg):
+            r.net_plugins_loaded.append(m["path"])
+        elif m := sig.NET_NOT_FOUND.match(msg):
+            r.net_plugin_not_found.append(m["path"])
+            r.evidence["net_not_found"] = ev
+        elif m := sig.NET_INIT_FAILED.match(msg):
+            r.net_plugin_failed.append(m["name"])
+            r.evidence[f"net_failed:{m['name']}"] = ev
+        elif m := sig.NET_INITIALIZED.match(msg):
+            r.net_initialized.append(m["name"])
+        elif m := sig.GIN_ASSIGNED.match(msg):
+            r.gin_plugin = m["a"] or m["b"]
+            r.gin_plugin_type = int(m["t"]) if m["t"] else None
+            r.evidence["gin_plugin"] = ev
+        elif m := sig.GIN_LOADED.match(msg):
+            r.gin_loaded.append(m["name"])
+        if sig.OFI_INIT_FAILED.search(msg):
+            r.ofi_init_failed = True
+            r.evidence.setdefault("ofi_init_failed", ev)
+        if sig.GDAKI_CONTEXT_DONE.search(msg):
+            r.gdaki_context = True
+            r.evidence["gdaki_context"] = ev
+        if sig.GDRCOPY_MSG.search(msg) and len(r.gdrcopy) < MAX_PER_RANK:
+            r.gdrcopy.append(msg[:MAX_TEXT])
+
+    def _events(self, p: Parsed, key: str, source: str, line_no: int, shown: str) -> list[Event]:
+        out: list[Event] = []
+        hay = p.msg if p.host is not None else p.text
+        main_done = False
+        for kind, rx in sig.EVENTS:
+            is_ctx = kind in CONTEXT_KINDS
+            if main_done and not is_ctx:
+                continue
+            m = rx.search(hay)
+            if m is None:
+                continue
+            n = self._kind_count.get(kind, 0)
+            self._kind_count[kind] = n + 1
+            if not is_ctx:
+                main_done = True
+            if n >= MAX_EVENTS_PER_KIND:
+                continue
+            groups = tuple((k, v) for k, v in m.groupdict().items() if v is not None)
+            e = Event(kind, key, source, line_no, shown, groups)
+            self.events.append(e)
+            out.append(e)
+        return out
+
+    # -- reading --------------------------------------------------------------------------
+    def kind_count(self, kind: str) -> int:
+        return self._kind_count.get(kind, 0)
+
+    def events_of(self, *kinds: str) -> list[Event]:
+        return [e for e in self.events if e.kind in kinds]
+
+    def nccl_ranks(self) -> list[RankFacts]:
+        return [r for k, r in sorted(self.ranks.items()) if r.is_nccl]
+
+    def all_ranks(self) -> list[RankFacts]:
+        return [self.ranks[k] for k in sorted(self.ranks)]

@@ -1,11 +1,11 @@
-"""Who wrote a log line: launcher, Kubernetes and NCCL prefixes peeled off one by one.
+"""Who wrote a log line: peel launcher prefixes, then find NCCL's own prefix.
 
-Outer prefixes come first and may nest (``[pod/p/c] 1: [default3]:host:1:1 [3] NCCL ...``):
-kubectl ``--timestamps`` (RFC 3339), ``[2026-01-02 10:24:27]`` dates, ``kubectl logs --prefix``
-(``[pod/NAME/container]``), stern (``pod container``), srun -l (``N: ``), mpirun --tag-output
-(``[1,N]<stdout>:``), torchrun (``[defaultN]:``, ``[rankN]:``) and vLLM worker tags
-(``(Worker_DP3_EP3 pid=123)``, ``(EngineCore_DP0 pid=9)``, ``(VllmWorker rank=2 pid=7)``).
-Then NCCL's own ``host:pid:tid [dev]`` (src/debug.cc) is searched, not anchored.
+A line may carry several prefixes, outermost first, e.g. a kubectl
+``--timestamps --prefix`` line around a torchrun ``[rank3]:`` line around an
+NCCL line ``host:pid:tid [dev] NCCL INFO ...``. Each launcher prefix becomes a
+*label* (``rank3``, ``Worker_DP3_EP3``, ``pod/NAME/container``, ``srun 1``,
+``mpi 1,3``); NCCL's ``host:pid`` is the process identity. ANSI colour, CR,
+timestamps and cut lines are tolerated; nothing here raises on odd input.
 """
 
 from __future__ import annotations
@@ -13,85 +13,110 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
-_OUTER = [
-    ("ts", re.compile(r"(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?) ")),
-    ("ts", re.compile(r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\] ?")),
-    ("pod", re.compile(r"\[pod/(?P<pod>[^/\]\s]+)/(?P<ctr>[^\]\s]+)\] ")),
-    ("mpi", re.compile(r"\[\d+,(?P<n>\d+)\]<(?:stdout|stderr)>: ?")),
-    ("torchrun", re.compile(r"\[(?P<role>[A-Za-z_]*?)(?P<n>\d+)\]: ?")),
-    (
-        "vllm",
-        re.compile(
-            r"\((?P<name>[A-Za-z][\w]*?)(?: rank=(?P<rank>\d+))? pid=(?P<pid>\d+)"
-            r"(?:, ip=[\w.:-]+)?\) ?"
-        ),
-    ),
-    ("srun", re.compile(r"(?P<n>\d{1,5}): ")),
-    # stern: "<pod> <container> msg"; a pod name has a dash, which keeps "ptxas fatal" out.
-    ("stern", re.compile(r"(?P<pod>[a-z0-9]+(?:-[a-z0-9]+)+) (?P<ctr>[a-z0-9]+(?:-[a-z0-9]+)*) ")),
-]
-NCCL_PREFIX = re.compile(r"(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")
+# kubectl --timestamps (RFC3339), NCCL WARN's "[2026-01-02 10:24:27] ", "2026-01-02 10:24:27,123 "
+_TIMESTAMP = re.compile(
+    r"(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?) "
+)
+_KUBECTL = re.compile(r"\[pod/(?P<pod>[\w.-]+)/(?P<ctr>[\w.-]+)\] ")
+_TORCHRUN = re.compile(r"\[(?P<kind>rank|default)(?P<n>\d+)\]:\s?")
+_SRUN = re.compile(r"(?P<n>\d{1,5}): ")
+_MPIRUN = re.compile(r"\[(?P<job>\d+),(?P<n>\d+)\]<(?:stdout|stderr)>:\s?")
+# vLLM: "(Worker_DP3_EP3 pid=123) ", "(EngineCore_DP0 pid=1) ", "[Worker pid=3737] "
+_VLLM = re.compile(
+    r"[(\[](?:(?P<name>[A-Za-z][\w-]*?) pid=(?P<pid>\d+)|"
+    r"(?P<bare>(?:Worker|EngineCore|APIServer|VllmWorker|RayWorkerWrapper)\w*))[)\]] "
+)
+# stern "POD CONTAINER msg": only taken when POD looks like a pod (a DNS-1123 name with a
+# replica/hash suffix), so an ordinary sentence is never read as a prefix.
+_STERN = re.compile(
+    r"(?P<pod>[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?-(?:\d+|[a-z0-9]{6,10}-[a-z0-9]{5})) "
+    r"(?P<ctr>[a-z0-9](?:[-a-z0-9]*[a-z0-9])?) "
+)
+# NCCL src/debug.cc: "%s:%d:%d [%d] " before "NCCL INFO"/"...NCCL WARN"
+_NCCL = re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ")
+_NCCL_LEVEL = re.compile(r"NCCL (?P<level>INFO|WARN) ")
+
+MAX_PREFIXES = 6
 
 
 @dataclass(frozen=True)
-class Attribution:
-    labels: tuple[str, ...]  # outer labels, outermost first ("pod/x/c", "torchrun default3")
-    host: str | None
-    pid: int | None
-    dev: int | None
-    process_pid: int | None  # a pid named by an outer tag (vLLM), for aliasing
-    message: str  # the line after every prefix
+class Parsed:
+    """One attributed line. host/pid/dev are NCCL's; labels come from launchers."""
+
+    text: str  # the line without ANSI/CR, launcher prefixes kept out
+    labels: tuple[str, ...] = ()
+    host: str | None = None
+    pid: int | None = None
+    dev: int | None = None
+    level: str | None = None  # NCCL INFO / WARN
+    msg: str = ""  # after "NCCL INFO " / "NCCL WARN ", else the text
+    label_pid: int | None = None  # vLLM "(Worker... pid=N)": the same pid NCCL prints
+
+    @property
+    def nccl_key(self) -> str | None:
+        return f"{self.host}:{self.pid}" if self.host is not None else None
 
 
-def clean(raw: bytes, limit: int) -> str:
-    """Bytes of one line -> text without colour codes or carriage returns (cut at limit)."""
-    text = raw[:limit].decode("utf-8", "replace")
-    if "\x1b" in text:
-        text = ANSI.sub("", text)
-    if "\r" in text:
-        text = text.replace("\r", "")
-    return text.strip()
+def clean(raw: str) -> str:
+    if "\x1b" in raw:
+        raw = _ANSI.sub("", raw)
+    return raw.rstrip("\r\n").replace("\r", "")
 
 
-def attribute(text: str) -> Attribution:
+def parse_line(raw: str) -> Parsed:
+    """Attribute one decoded line. Total: never raises for any str."""
+    text = clean(raw)
     labels: list[str] = []
-    process_pid: int | None = None
+    label_pid: int | None = None
     pos = 0
-    for _ in range(8):  # prefixes nest a few deep at most
-        if pos < len(text) and text[pos] == " ":
-            pos = len(text) - len(text[pos:].lstrip())
-        for kind, rx in _OUTER:
-            m = rx.match(text, pos)
-            if not m:
-                continue
-            if kind == "pod":
-                labels.append(f"pod/{m['pod']}/{m['ctr']}")
-            elif kind == "stern":
-                # only a stern prefix when what follows is not NCCL's own host:pid:tid
-                labels.append(f"pod/{m['pod']}/{m['ctr']}")
-            elif kind == "mpi":
-                labels.append(f"mpi {m['n']}")
-            elif kind == "torchrun":
-                labels.append(f"{m['role'] or 'local'}{m['n']}")
-            elif kind == "vllm":
-                labels.append(m["name"] + (f" rank={m['rank']}" if m["rank"] else ""))
-                process_pid = int(m["pid"])
-            elif kind == "srun":
-                labels.append(f"task {m['n']}")
+    for _ in range(MAX_PREFIXES):
+        while text.startswith(" ", pos):
+            pos += 1
+        if m := _TIMESTAMP.match(text, pos):
             pos = m.end()
-            break
-        else:
-            break
-    rest = text[pos:]
-    m = NCCL_PREFIX.search(rest, 0, 200)
-    if m and (m.start() == 0 or rest[m.start() - 1] in " ]:|"):
-        return Attribution(
-            tuple(labels),
-            m["host"],
-            int(m["pid"]),
-            int(m["dev"]),
-            process_pid,
-            rest[m.end() :],
-        )
-    return Attribution(tuple(labels), None, None, None, process_pid, rest)
+            continue
+        if m := _KUBECTL.match(text, pos):
+            labels.append(f"pod/{m['pod']}/{m['ctr']}")
+            pos = m.end()
+            continue
+        if m := _TORCHRUN.match(text, pos):
+            labels.append(f"{m['kind']}{m['n']}")
+            pos = m.end()
+            continue
+        if m := _MPIRUN.match(text, pos):
+            labels.append(f"mpi {m['job']},{m['n']}")
+            pos = m.end()
+            continue
+        if m := _VLLM.match(text, pos):
+            labels.append(m["name"] or m["bare"])
+            if m["pid"]:
+                label_pid = int(m["pid"])
+            pos = m.end()
+            continue
+        if m := _SRUN.match(text, pos):
+            labels.append(f"srun {m['n']}")
+            pos = m.end()
+            continue
+        if m := _STERN.match(text, pos):
+            labels.append(f"pod/{m['pod']}/{m['ctr']}")
+            pos = m.end()
+            continue
+        break
+    body = text[pos:]
+    m = _NCCL.search(body, 0, 160)
+    if m is None:
+        return Parsed(body, tuple(labels), msg=body, label_pid=label_pid)
+    lv = _NCCL_LEVEL.search(body, m.end(), m.end() + 400)
+    level = lv["level"] if lv else None
+    msg = body[lv.end() :] if lv else body[m.end() :]
+    return Parsed(
+        body,
+        tuple(labels),
+        host=m["host"],
+        pid=int(m["pid"]),
+        dev=int(m["dev"]),
+        level=level,
+        msg=msg.strip(),
+        label_pid=label_pid,
+    )
