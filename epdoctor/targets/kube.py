@@ -336,7 +336,7 @@ class KubePodTarget(Target):
         src = node_probe_source()
         argv = ["python3", "-", *options.probe_argv()]
         rc, out, err, proto = self.exec_argv(argv, src, options.timeout_s + 15)
-        if proto is not None and proto != V5_CHANNEL:
+        if proto != V5_CHANNEL:  # v4, or a server that named no subprotocol
             # v4 cannot close stdin: read exactly the script's length instead.
             loader = (
                 f"import sys;s=sys.stdin.buffer.read({len(src)});sys.argv[0]='-';"
@@ -416,7 +416,7 @@ class KubePodTarget(Target):
     def exec(self, command: str, stdin: bytes = b"", timeout: float = 30.0):
         """`sh -c command` in the container: the Exec shape the launch protocol drives."""
         rc, out, err, proto = self.exec_argv(["sh", "-c", command], stdin, timeout)
-        if proto is not None and proto != V5_CHANNEL and stdin:
+        if proto != V5_CHANNEL and stdin:
             raise TargetError("this API server offers only exec v4; cannot close stdin")
         return rc, out, err
 
