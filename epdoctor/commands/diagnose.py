@@ -46,7 +46,7 @@ def register(p: argparse.ArgumentParser) -> None:
     add_probe_arguments(p)
     add_target_arguments(p)
     p.add_argument(
-        "--parallel", type=int, default=16, metavar="N", help="targets probed at once (default 16)"
+        "--parallel", type=int, default=32, metavar="N", help="targets probed at once (default 32)"
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import re
 import sys
+import threading
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -153,8 +154,17 @@ def parse_trap(code: str, data: dict[str, object]) -> Trap:
     )
 
 
-@functools.cache
+_LOCK = threading.Lock()
+
+
 def _load() -> dict[str, Trap]:
+    # Many threads (a fleet fan-out) may ask at once: parse the catalogue once.
+    with _LOCK:
+        return _load_unlocked()
+
+
+@functools.cache
+def _load_unlocked() -> dict[str, Trap]:
     traps: dict[str, Trap] = {}
     folder = resources.files("epdoctor.knowledge") / "traps"
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):

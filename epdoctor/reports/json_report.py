@@ -37,6 +37,9 @@ def report_doc(
         doc["targets"] = [target_doc(r) for r in results]
         doc["findings"] = [f.to_json() for r in results for f in sort_findings(r.findings)]
         doc["fleet_findings"] = [f.to_json() for f in (fleet or [])]
+        from epdoctor.reports import fleet as fleet_report
+
+        doc["fleet"] = fleet_report.render_json(results, fleet or [])
     return redact_obj(doc)
 
 

@@ -60,8 +60,8 @@ def render(
         out += [f"Context: {ctx}", ""]
     for r in results:
         out += render_target(r, verbose)
-    if fleet:
-        out += ["### Fleet", "", "| | code | finding |", "|---|---|---|"]
-        out += [f"| {ICON[f.status.value]} | `{f.code}` | {_cell(f.title)} |" for f in fleet]
-        out.append("")
+    if len(results) > 1:
+        from epdoctor.reports import fleet as fleet_report
+
+        out += fleet_report.render_markdown(results, fleet or [], verbose)
     return "\n".join(out)

@@ -72,8 +72,7 @@ def render(
 ) -> None:
     for r in results:
         render_target(console, r, verbose)
-    if fleet:
-        lines: list[Text] = []
-        for f in sort_findings(fleet):
-            lines += _finding(f, show_evidence=True)
-        console.print(Panel(Group(*lines), title="fleet", title_align="left"))
+    if len(results) > 1:
+        from epdoctor.reports import fleet as fleet_report
+
+        fleet_report.render_text(console, results, fleet or [], verbose)
