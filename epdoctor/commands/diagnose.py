@@ -48,6 +48,13 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--parallel", type=int, default=32, metavar="N", help="targets probed at once (default 32)"
     )
+    p.add_argument(
+        "--log",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="also analyze this NCCL/engine log (repeatable; '-' stdin, .gz); see epdoctor logs",
+    )
 
 
 def _fleet_findings(diagnoses: list) -> list[Finding]:
@@ -76,18 +83,31 @@ def run(args: argparse.Namespace) -> int:
         )
     results = [d.result for d in diagnoses]
     fleet = _fleet_findings(diagnoses)
+    logs = None
+    if args.log:
+        from epdoctor.checks.logs import analyze_paths
+        from epdoctor.reports import logs_report
+
+        logs = analyze_paths(args.log, ctx)
+        logs_report.attach(results, logs)
     context = {"transport": args.transport, "engine": args.engine, "instance": args.instance}
     if args.json:
         from epdoctor.reports import json_report
 
-        sys.stdout.write(json_report.render(results, context, fleet) + "\n")
+        out = json_report.render(results, context, fleet)
+        out = logs_report.extend_report("json", out, logs) if logs else out
+        sys.stdout.write(out + "\n")
     elif args.markdown:
         from epdoctor.reports import markdown
 
-        sys.stdout.write(markdown.render(results, context, fleet, verbose=args.verbose) + "\n")
+        out = markdown.render(results, context, fleet, verbose=args.verbose)
+        out = logs_report.extend_report("markdown", out, logs) if logs else out
+        sys.stdout.write(out + "\n")
     else:
         from epdoctor.reports import text
 
+        if logs:
+            logs_report.extend_report("text", None, logs, console())
         text.render(console(), results, fleet, verbose=args.verbose)
     code = exitcodes.for_results(results + ([_fleet_result(fleet)] if fleet else []), args.fail_on)
     return code
