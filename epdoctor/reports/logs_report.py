@@ -115,3 +115,25 @@ def render_markdown(a: LogAnalysis) -> str:
             out.extend(f"  {e}" for e in f.evidence[:6])
             out.append("  ```")
     return redact_text("\n".join(out))
+
+
+# --- the hook `epdoctor diagnose --log FILE` uses ------------------------------------------
+def attach(results: list[Any], a: LogAnalysis) -> None:
+    """Append the log findings to the local target's result (else the first one)."""
+    if not results:
+        return
+    target = next((r for r in results if r.target.kind == "local"), results[0])
+    target.findings.extend(a.findings)
+
+
+def extend_report(kind: str, rendered: str | None, a: LogAnalysis, console: Any = None) -> str:
+    """The per-rank table added to a diagnose report: json / markdown text, or printed (text)."""
+    if kind == "json" and rendered is not None:
+        doc = json.loads(rendered)
+        doc["logs"] = {"ranks": [r.to_json() for r in a.ranks], "lines": a.stats.lines}
+        return json.dumps(doc, indent=2)
+    if kind == "markdown" and rendered is not None:
+        return rendered + "\n\n" + render_markdown(a)
+    if console is not None and a.ranks:
+        console.print(rank_table(a))
+    return rendered or ""
