@@ -34,7 +34,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Select
 
 WHATS = ("kernel-test", "serve", "smoke", "bench")
-FLUSH_S = 0.1
+FLUSH_S = 0.25  # panes redraw 4 times a second, as `epdoctor run` does
 STATE_STYLE = {
     "pass": "bold green",
     "fail": "bold red",

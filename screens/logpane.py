@@ -10,6 +10,7 @@ get a style from the launch layer's highlighter; a search term is marked and
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 
@@ -20,6 +21,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 MAX_LINES = 2000
+TITLE_EVERY_S = 1.0
+MAX_WIDTH = 512  # wider lines scroll to 512 columns; the log file has the rest
 _STYLES: dict[str, Style] = {}
 _MATCH = Style(reverse=True, bold=True)
 
@@ -51,6 +54,7 @@ class LogPane(ScrollView, can_focus=True):
         self.search = ""
         self.follow = True
         self._width = 0
+        self._titled = 0.0
         self.border_title = name
 
     def add_lines(self, lines: Iterable[str]) -> None:
@@ -61,12 +65,17 @@ class LogPane(ScrollView, can_focus=True):
             self.lines.append((line, self.styler(line)))
             self.total += 1
             if len(line) > self._width:
-                self._width = min(len(line), 4096)
+                self._width = min(len(line), MAX_WIDTH)
         if self.total == n0:
             return
         at_end = self.follow
-        self.virtual_size = Size(self._width, len(self.lines))
-        self.border_title = f"{self.stream} ({self.total} lines)"
+        size = Size(self._width, len(self.lines))
+        if size != self.virtual_size:  # a full window keeps its size: no relayout per batch
+            self.virtual_size = size
+        now = time.monotonic()
+        if now - self._titled >= TITLE_EVERY_S:  # a new title relayouts the screen: not per batch
+            self._titled = now
+            self.border_title = f"{self.stream} ({self.total} lines)"
         if at_end:
             self.scroll_to(
                 y=max(0, len(self.lines) - self.scrollable_content_region.height), animate=False
