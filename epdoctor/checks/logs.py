@@ -672,7 +672,10 @@ def analyze_stream(
 
 
 def analyze_paths(
-    paths: Iterable[str], ctx: Context | None = None, parallel: bool = True
+    paths: Iterable[str],
+    ctx: Context | None = None,
+    parallel: bool = True,
+    streams: Iterable[tuple[str, Iterable[bytes]]] = (),
 ) -> LogAnalysis:
     """Files, '-' and .gz; regular files are scanned with two processes when large."""
     facts = LogFacts()
@@ -687,5 +690,15 @@ def analyze_paths(
         stats.lines += st.lines
         stats.dropped += st.dropped
         stats.workers = max(stats.workers, st.workers)
+    for name, chunks in streams:  # pod logs, SSH files: one process, streamed
+        feeder = Feeder()
+        for c in chunks:
+            for n, raw in feeder.feed(c):
+                facts.add(name, n, raw)
+        for n, raw in feeder.close():
+            facts.add(name, n, raw)
+        facts.sources[name] = feeder.lines
+        stats.bytes += feeder.bytes
+        stats.lines += feeder.lines
     findings = [f for _, f in evaluate(facts, ctx or Context(), final=True)]
     return LogAnalysis(facts, findings, stats)

@@ -17,7 +17,7 @@ TRANSPORTS = ("gin-proxy", "efa-gda")
 
 def register(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "files", nargs="+", metavar="FILE", help="log files; '-' reads stdin; .gz is read"
+        "files", nargs="*", metavar="FILE", help="log files; '-' reads stdin; .gz is read"
     )
     out = p.add_mutually_exclusive_group()
     out.add_argument(
@@ -39,6 +39,30 @@ def register(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--expect-nics", type=int, metavar="N", help="EFA NICs each rank should find")
     g.add_argument("--transport", choices=TRANSPORTS, help="the GIN transport the run meant to use")
+    k = p.add_argument_group("remote logs (read-only)")
+    k.add_argument(
+        "--pod", action="append", default=[], metavar="NAME", help="a pod's log (repeatable)"
+    )
+    k.add_argument(
+        "-n", "--namespace", metavar="NS", help="namespace of --pod (default: the context's)"
+    )
+    k.add_argument("-c", "--container", metavar="NAME", help="container (default: the first)")
+    k.add_argument("--previous", action="store_true", help="the previous (crashed) container's log")
+    k.add_argument("--context", metavar="NAME", help="kubeconfig context")
+    k.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (default: $KUBECONFIG)")
+    k.add_argument(
+        "--ssh",
+        action="append",
+        default=[],
+        metavar="HOST:/PATH",
+        help="a log file on an SSH host, [user@]host[:port]:/path (repeatable; known_hosts checked)",
+    )
+    k.add_argument(
+        "--known-hosts", metavar="FILE", help="known_hosts for --ssh (default ~/.ssh/known_hosts)"
+    )
+    k.add_argument(
+        "-i", "--identity", action="append", default=[], metavar="FILE", help="SSH key for --ssh"
+    )
     p.add_argument(
         "--fail-on",
         choices=("fail", "warn", "unknown"),
@@ -54,17 +78,63 @@ def context_of(args: argparse.Namespace):
     return Context(transport=args.transport, instance=args.instance, options=opts)
 
 
+def remote_streams(args: argparse.Namespace) -> list:
+    """(name, chunk iterator) for each --pod and --ssh source; heavy clients imported here."""
+    from epdoctor.targets.base import TargetError
+
+    out = []
+    try:
+        if args.pod:
+            from epdoctor.targets import kube
+
+            if args.namespace:
+                kube.valid_namespace(args.namespace)
+            if args.container:
+                kube.valid_container_name(args.container)
+            session = kube.KubeSession.connect(args.context, args.kubeconfig, None)
+            for name in args.pod:
+                for pod in kube.select_pods(
+                    session, namespace=args.namespace, pod=name, selector=None, all_namespaces=False
+                ):
+                    t = kube.KubePodTarget(session, pod, args.container)
+                    out.append((f"pod/{t.info.name}", t.read_logs(previous=args.previous)))
+        for spec in args.ssh:
+            from epdoctor.targets.ssh_cli import remote_log
+
+            out.append(
+                (
+                    spec,
+                    remote_log(
+                        spec,
+                        follow=False,
+                        identity=tuple(args.identity),
+                        known_hosts=args.known_hosts,
+                    ),
+                )
+            )
+    except TargetError as exc:
+        raise EpdoctorError(str(exc)) from exc
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
+    if not (args.files or args.pod or args.ssh):
+        raise EpdoctorError("give log files, '-', --pod NAME or --ssh HOST:/PATH")
+    if args.follow and (args.pod or args.ssh):
+        raise EpdoctorError(
+            "--follow reads files and stdin; pipe `kubectl logs -f` into `epdoctor logs -f -`"
+        )
     for path in args.files:
         if path != "-" and not os.path.isfile(path):
             raise EpdoctorError(f"no such log file: {path}")
     if args.follow:
         return _follow(args)
     from epdoctor.checks.logs import analyze_paths
+    from epdoctor.targets.base import TargetError
 
     try:
-        a = analyze_paths(args.files, context_of(args))
-    except OSError as exc:
+        a = analyze_paths(args.files, context_of(args), streams=remote_streams(args))
+    except (OSError, TargetError) as exc:
         raise EpdoctorError(f"cannot read log: {exc}") from exc
     _render(args, a)
     return _exit(a.findings, args.fail_on)
