@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -110,7 +111,7 @@ print(json.dumps({"seconds": dt, "rss_kb": rss, "ranks": len(a.ranks), "findings
 
 
 def run_grep(path: Path) -> tuple[float, int]:
-    pattern = "|".join(a.decode() for a in ANCHORS)
+    pattern = "|".join(re.sub(r"([.\[\](){}*+?|^$\\])", r"\\\1", a.decode()) for a in ANCHORS)
     t = time.perf_counter()
     r = subprocess.run(["grep", "-cE", pattern, str(path)], capture_output=True, check=False)
     return time.perf_counter() - t, int(r.stdout.strip() or 0)
