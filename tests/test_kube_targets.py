@@ -491,3 +491,10 @@ def test_silent_api_server_times_out(tmp_path):
     assert r.returncode == 2
     assert "unreachable or timed out" in r.stderr
     assert took < 30, took
+
+
+def test_unknown_context_and_namespace_without_a_selection(cluster):
+    r = epdoctor(cluster, "diagnose", "--pod", f"{STS}-0", "-n", NS, "--context", "prod")
+    assert r.returncode == 2 and "no context 'prod'" in r.stderr and "emulator" in r.stderr
+    r = epdoctor(cluster, "diagnose", "-n", NS)
+    assert r.returncode == 2 and "need --pod NAME" in r.stderr
