@@ -109,6 +109,7 @@ def run_console(seconds: float, rate: int, panes: int) -> dict:
 
 def run_app(seconds: float, rate: int, panes: int) -> dict:
     from epdoctor.screens.app import EpdoctorApp
+    from epdoctor.screens.logpane import LogPane
     from textual import events
 
     async def main() -> dict:
@@ -137,6 +138,9 @@ def run_app(seconds: float, rate: int, panes: int) -> dict:
                 # scroll the focused pane (reading a log); every 5th key is Tab (focus moves
                 # between panes, which also redraws the key help).
                 k += 1
+                if not isinstance(app.focused, LogPane):  # Tab may land on a field: back to a pane
+                    pane.focus()
+                    await pilot.pause(0.05)
                 refreshed = asyncio.Event()
                 if k % 5 == 0:
                     key, before = "tab", app.focused

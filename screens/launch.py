@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import shlex
 import threading
 import time
@@ -46,6 +47,16 @@ STATE_STYLE = {
     "interrupted": "bold yellow",
     "error": "bold red",
 }
+
+
+EVIDENCE_STYLE = {"fail": "bold reverse red", "warn": "bold reverse yellow"}
+_EVIDENCE = re.compile(r"^\S+:\d+: (?P<text>.+)$")
+
+
+def evidence_text(evidence: str) -> str:
+    """The log line inside a log finding's evidence (`source:line: text`), else the whole."""
+    m = _EVIDENCE.match(evidence)
+    return (m.group("text") if m else evidence).strip()
 
 
 def parse_run_flags(what: str, flags: str) -> Any:
@@ -364,6 +375,12 @@ class LaunchScreen(Screen[None]):
     def on_launch_finding(self, msg: LaunchFinding) -> None:
         self.findings.append((msg.source, msg.finding))
         self._status_rows()
+        self.flush()  # the evidence lines must be in the panes before they are marked
+        style = EVIDENCE_STYLE.get(msg.finding.status.value, "reverse")
+        for ev in msg.finding.evidence[:12]:
+            text = evidence_text(ev)
+            for pane in self.panes.values():
+                pane.mark(text, style)
 
     def on_launch_done(self, msg: LaunchDone) -> None:
         self.running = False

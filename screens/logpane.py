@@ -22,6 +22,7 @@ from textual.strip import Strip
 
 MAX_LINES = 2000
 TITLE_EVERY_S = 1.0
+MAX_MARKS = 32
 MAX_WIDTH = 512  # wider lines scroll to 512 columns; the log file has the rest
 _STYLES: dict[str, Style] = {}
 _MATCH = Style(reverse=True, bold=True)
@@ -55,6 +56,7 @@ class LogPane(ScrollView, can_focus=True):
         self.follow = True
         self._width = 0
         self._titled = 0.0
+        self.marks: list[tuple[str, str]] = []  # (evidence text, style) from the log analyzer
         self.border_title = name
 
     def add_lines(self, lines: Iterable[str]) -> None:
@@ -62,7 +64,7 @@ class LogPane(ScrollView, can_focus=True):
         n0 = self.total
         for line in lines:
             line = line.expandtabs(4)
-            self.lines.append((line, self.styler(line)))
+            self.lines.append((line, self._style_of(line)))
             self.total += 1
             if len(line) > self._width:
                 self._width = min(len(line), MAX_WIDTH)
@@ -106,6 +108,27 @@ class LogPane(ScrollView, can_focus=True):
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
         self.follow = new >= self.max_scroll_y
+
+    def mark(self, text: str, style: str) -> int:
+        """Style every kept line containing `text` (a finding's evidence), and future ones."""
+        if not text or any(t == text for t, _ in self.marks):
+            return 0
+        self.marks.append((text, style))
+        del self.marks[:-MAX_MARKS]
+        hits = 0
+        for i, (line, _) in enumerate(self.lines):
+            if text in line:
+                self.lines[i] = (line, style)
+                hits += 1
+        if hits:
+            self.refresh()
+        return hits
+
+    def _style_of(self, line: str) -> str | None:
+        for text, style in self.marks:
+            if text in line:
+                return style
+        return self.styler(line)
 
     def set_search(self, term: str) -> int:
         """Mark `term`; returns how many kept lines contain it."""

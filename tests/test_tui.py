@@ -426,3 +426,32 @@ async def test_every_screen_fits_80x24(mode):
         assert app.screen.size.width == 80 and app.screen.size.height == 24
         footer = app.screen.query_one("Footer")
         assert footer.region.y == 23
+
+
+async def test_log_analyzer_findings_mark_their_lines_in_the_panes():
+    """A real NCCL log (NET/Plugin: Could not find), fed to the real LogAnalyzer as a launch does."""
+    from epdoctor.screens.launch import evidence_text
+    from epdoctor.screens.messages import LaunchFinding
+
+    from epdoctor.checks.logs import LogAnalyzer
+
+    data = (HERE / "fixtures" / "h200-run" / "nccl-no-plugin.log").read_bytes()
+    findings = [f for f in LogAnalyzer(source="rank0").feed(data) if f.status.value == "fail"]
+    assert findings, "the analyzer found nothing in a log that names a missing plugin"
+    app = _launch_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = app.screen
+        for line in data.decode(errors="replace").splitlines():
+            screen._sink("rank0", line)
+        for f in findings:
+            screen.post_message(LaunchFinding("rank0", f))
+        await pilot.pause(0.3)
+        pane = screen.panes["rank0"]
+        marked = [t for t, style in pane.lines if style == "bold reverse red"]
+        for f in findings:
+            for ev in f.evidence:
+                assert any(evidence_text(ev) in t for t in marked), ev
+        table = screen.query_one("#launch-status")
+        assert {str(table.get_row_at(i)[3]) for i in range(table.row_count)} >= {
+            f.code for f in findings
+        }
