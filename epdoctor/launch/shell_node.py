@@ -42,6 +42,21 @@ def start_script(spec: ProcSpec) -> str:
     )
 
 
+def _alive_fns(pgid: int) -> str:
+    """Shell functions: `galive` (a live, non-zombie member of the group), `palive` (the
+    leader itself). Zombies count as gone: where nothing reaps them they would keep a group
+    "alive" for kill -0 forever. Without /proc, kill -0 is what there is."""
+    return (
+        "galive() { if [ -r /proc/self/stat ]; then for f in /proc/[0-9]*/stat; do "
+        'read -r l < "$f" 2>/dev/null || continue; set -- ${l##*") "}; '
+        f'[ "$1" != Z ] && [ "$3" = {pgid} ] && return 0; done; return 1; '
+        f"else kill -s 0 -- -{pgid} 2>/dev/null; fi; }}; "
+        f"palive() {{ if [ -r /proc/{pgid}/stat ]; then read -r l < /proc/{pgid}/stat; "
+        'set -- ${l##*") "}; [ "$1" != Z ]; '
+        f"else kill -s 0 {pgid} 2>/dev/null; fi; }}; "
+    )
+
+
 class ShellProc(Proc):
     def __init__(self, node: ShellNode, spec: ProcSpec, pgid: int) -> None:
         self.node = node
@@ -60,10 +75,9 @@ class ShellProc(Proc):
             return self._rc
         rcfile = shlex.quote(self.spec.log_path + ".rc")
         rc, out, _ = self.node.exec(
-            f"if [ -s {rcfile} ]; then cat {rcfile}; "
+            _alive_fns(self._pgid) + f"if [ -s {rcfile} ]; then cat {rcfile}; "
             # the group, or its leader before setsid() made the group
-            f"elif kill -s 0 -- -{self._pgid} 2>/dev/null || kill -s 0 {self._pgid} 2>/dev/null; "
-            f"then echo running; "
+            "elif galive || palive; then echo running; "
             # it may have written its status between the two looks
             f"elif [ -s {rcfile} ]; then cat {rcfile}; else echo gone; fi",
             b"",
@@ -94,9 +108,9 @@ class ShellProc(Proc):
         rcfile = shlex.quote(self.spec.log_path + ".rc")
         # the .rc file first: a finished group may linger as zombies where nothing reaps them
         rc, out, _ = self.node.exec(
-            f"[ -s {rcfile} ] && {{ echo gone; exit 0; }}; "
-            f"kill -s 0 -- -{g} 2>/dev/null || {{ echo gone; exit 0; }}; kill -s TERM -- -{g}; "
-            f"i=0; while [ $i -lt {ticks} ]; do kill -s 0 -- -{g} 2>/dev/null || "
+            _alive_fns(g) + f"[ -s {rcfile} ] && {{ echo gone; exit 0; }}; "
+            f"galive || {{ echo gone; exit 0; }}; kill -s TERM -- -{g}; "
+            f"i=0; while [ $i -lt {ticks} ]; do galive || "
             f"{{ echo term; exit 0; }}; sleep 0.2; i=$((i+1)); done; "
             f"kill -s KILL -- -{g} 2>/dev/null; echo kill",
             b"",
