@@ -92,3 +92,11 @@ class LaunchDone(Message):
     gates: list[Any]  # epdoctor.launch.gates.Gate
     stopped: list[str]
     error: str = ""
+
+
+@dataclass
+class SshHosts(Message):
+    """Concrete Host entries of the ssh config (for picking SSH targets)."""
+
+    names: list[str]
+    error: str = ""

@@ -18,10 +18,12 @@ from typing import Any
 from epdoctor.screens.messages import (
     DiagnosisDone,
     DiagnosisFailed,
+    SshHosts,
     TargetProgress,
     TargetsResolved,
 )
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -127,6 +129,7 @@ class TargetsScreen(Screen[None]):
         Binding("ctrl+r", "diagnose", "Diagnose"),
         Binding("slash", "focus_flags", "Targets"),
         Binding("e", "explain", "Explain"),
+        Binding("ctrl+o", "ssh_hosts", "SSH hosts"),
     ]
 
     def compose(self) -> ComposeResult:
@@ -272,6 +275,32 @@ class TargetsScreen(Screen[None]):
         node = tree.cursor_node
         if node is not None and isinstance(node.data, Finding):
             self.app.explain(node.data.code, node.data)  # type: ignore[attr-defined]
+
+    def action_ssh_hosts(self) -> None:
+        """Put the ssh config's Host entries into the target flags (Enter diagnoses them)."""
+        argv = shlex.split(self.query_one("#target-flags", Input).value or "")
+        config = argv[argv.index("--ssh-config") + 1] if "--ssh-config" in argv[:-1] else None
+        self._ssh_hosts(config)
+
+    @work(thread=True, exclusive=True, group="ssh-config")
+    def _ssh_hosts(self, config: str | None) -> None:
+        try:
+            from epdoctor.targets import ssh, ssh_cli
+
+            names = ssh_cli.config_hosts(ssh.load_ssh_config(config), "*")
+        except Exception as exc:  # no paramiko, unreadable config: said, not fatal
+            self.post_message(SshHosts([], str(exc) or type(exc).__name__))
+            return
+        self.post_message(SshHosts(names))
+
+    def on_ssh_hosts(self, msg: SshHosts) -> None:
+        if msg.error or not msg.names:
+            self.notify(msg.error or "no Host entries in the ssh config", severity="warning")
+            return
+        flags = self.query_one("#target-flags", Input)
+        flags.value = (flags.value + " " if flags.value else "") + "--ssh " + ",".join(msg.names)
+        flags.focus()
+        self.notify(f"{len(msg.names)} host(s) from the ssh config: Enter diagnoses them")
 
     def action_focus_flags(self) -> None:
         self.query_one("#target-flags", Input).focus()

@@ -455,3 +455,16 @@ async def test_log_analyzer_findings_mark_their_lines_in_the_panes():
         assert {str(table.get_row_at(i)[3]) for i in range(table.row_count)} >= {
             f.code for f in findings
         }
+
+
+async def test_ssh_config_hosts_fill_the_target_flags(tmp_path):
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(
+        "Host p5en-1\n  HostName 10.0.0.1\nHost p5en-2\n  HostName 10.0.0.2\nHost *\n  User ec2-user\n"
+    )
+    app = EpdoctorApp(target_argv=["--ssh-config", str(cfg)], diagnose_on_start=False)
+    async with app.run_test() as pilot:
+        await pilot.press("ctrl+o")
+        flags = app.screen.query_one("#target-flags")
+        await wait_for(pilot, lambda: "--ssh " in flags.value, what="hosts")
+        assert flags.value.endswith("--ssh p5en-1,p5en-2")
