@@ -16,8 +16,9 @@ def _v(value: Any) -> str:
 
 
 def fact_rows(facts: dict[str, Any]) -> list[tuple[str, str]]:
-    if not facts:
-        return []
+    if not facts or "hostname" not in facts:
+        # The probe did not run (e.g. a Pending pod): no node facts to show.
+        return [(k, _v(v)) for k, v in _side_rows(facts)]
     rows = [
         (
             "host",
@@ -77,4 +78,16 @@ def fact_rows(facts: dict[str, Any]) -> list[tuple[str, str]]:
                 ", ".join(f"{k} {v}" for k, v in pkgs.items()) or "none",
             )
         )
+    return rows
+
+
+def _side_rows(facts: dict[str, Any]) -> list[tuple[str, Any]]:
+    """One line per domain a target reported besides the probe (e.g. a pod's state)."""
+    rows = []
+    for domain, value in sorted((facts or {}).items()):
+        if isinstance(value, dict):
+            brief = {
+                k: v for k, v in value.items() if isinstance(v, (str, int, float, bool)) and v != ""
+            }
+            rows.append((domain, ", ".join(f"{k}={v}" for k, v in list(brief.items())[:8]) or "-"))
     return rows

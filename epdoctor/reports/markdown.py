@@ -17,7 +17,7 @@ def _cell(text: str) -> str:
 
 def render_target(r: TargetResult, verbose: bool = False) -> list[str]:
     out = [f"### `{r.target.name}` ({r.target.kind})", "", f"**{headline(r)}**", ""]
-    if r.error:
+    if r.error and not r.findings:
         return out
     out += ["| fact | value |", "|---|---|"]
     out += [f"| {_cell(k)} | {_cell(v)} |" for k, v in fact_rows(r.facts)]

@@ -43,7 +43,7 @@ def _finding(f: Finding, show_evidence: bool) -> list[Text]:
 
 def render_target(console: Console, r: TargetResult, verbose: bool = False) -> None:
     title = f"{r.target.name} ({r.target.kind})"
-    if r.error:
+    if r.error and not r.findings:
         console.print(Panel(Text(f"could not diagnose: {r.error}", style="bold red"), title=title))
         return
     shown = [f for f in sort_findings(r.findings) if verbose or f.status in SHOWN_BY_DEFAULT]
