@@ -468,3 +468,21 @@ async def test_ssh_config_hosts_fill_the_target_flags(tmp_path):
         flags = app.screen.query_one("#target-flags")
         await wait_for(pilot, lambda: "--ssh " in flags.value, what="hosts")
         assert flags.value.endswith("--ssh p5en-1,p5en-2")
+
+
+def test_tui_command_passes_only_target_flags_to_the_targets_screen():
+    from epdoctor.commands.tui import target_argv
+
+    argv = ["--plan", "p.json", "--bundle", "b.tar.gz", "--engine=vllm", "--ssh", "h1,h2"]
+    assert target_argv(argv) == ["--bundle", "b.tar.gz", "--ssh", "h1,h2"]
+
+
+async def test_a_written_plan_is_loaded_with_plan_flag(tmp_path):
+    from epdoctor.plan import PlanInput, make_plan
+
+    make_plan(PlanInput(engine="sglang", transport="nvshmem")).render(str(tmp_path))
+    app = EpdoctorApp(plan_path=str(tmp_path / "plan.json"), diagnose_on_start=False)
+    async with app.run_test() as pilot:
+        await pilot.pause(0.1)
+        assert app.shared.plan.input.engine == "sglang"
+        assert "plan: sglang nvshmem" in app.sub_title
