@@ -181,6 +181,15 @@ class EpdoctorApp(App[int]):
         return lines
 
     # --- actions ------------------------------------------------------------
+    async def action_quit(self) -> None:
+        """Quit; whatever a launch started is stopped first, never left running."""
+        if self.shared.launches:
+            import asyncio
+
+            self.notify("stopping everything started before quitting…")
+            await asyncio.to_thread(self.stop_all)
+        self.exit()
+
     def action_show(self, mode: str) -> None:
         self.switch_mode(mode)
 

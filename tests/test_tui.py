@@ -486,3 +486,24 @@ async def test_a_written_plan_is_loaded_with_plan_flag(tmp_path):
         await pilot.pause(0.1)
         assert app.shared.plan.input.engine == "sglang"
         assert "plan: sglang nvshmem" in app.sub_title
+
+
+async def test_quitting_during_a_launch_stops_what_it_started(tmp_path):
+    port = free_port()
+    app = _launch_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        cmd = f"{sys.executable} {ENGINE} --port {port} --start-delay 120"
+        flags = (
+            f"--cmd '{cmd}' --run-dir {tmp_path} --url http://127.0.0.1:{port} --startup-budget 300"
+        )
+        await _start(pilot, app, "serve", flags)
+        await pilot.press("y")
+        await wait_for(
+            pilot, lambda: app.shared.launches and app.shared.launches[0].group.procs, what="start"
+        )
+        pid = app.shared.launches[0].group.procs[0].pid
+        await pilot.press("ctrl+q")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and _alive(pid):
+            await pilot.pause(0.1)
+        assert not _alive(pid)
