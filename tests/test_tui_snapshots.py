@@ -29,7 +29,11 @@ async def _until(pilot, pred, timeout: float = 20.0) -> None:
 async def _diagnosed(pilot) -> None:
     app = pilot.app
     await _until(pilot, lambda: len(app.shared.diagnoses) == 3)
-    await pilot.pause(0.3)
+    screen = getattr(app, "targets_screen", None)
+    if screen is not None and screen is app.screen:  # drawn, not only diagnosed
+        summary = screen.query_one("#target-summary")
+        await _until(pilot, lambda: "failing" in str(summary.render()))
+    await pilot.pause(0.5)
 
 
 @pytest.mark.parametrize("size", SIZES)
