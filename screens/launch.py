@@ -131,7 +131,7 @@ class LaunchScreen(Screen[None]):
 
     def __init__(self) -> None:
         super().__init__()
-        self.buffer: deque[tuple[str, str]] = deque()
+        self.buffer: deque[tuple[str, tuple[str, str | None]]] = deque()
         self.panes: dict[str, LogPane] = {}
         self.gates: dict[str, tuple[str, str, str | None]] = {}
         self.findings: list[tuple[str, Any]] = []
@@ -222,7 +222,9 @@ class LaunchScreen(Screen[None]):
         self._status_rows()
 
     def _sink(self, pane: str, line: str) -> None:
-        self.buffer.append((pane, line))  # deque.append is atomic: safe from the worker thread
+        # Runs on the launch's worker thread: the signature lookup is done here, not in the UI.
+        line = line.expandtabs(4)
+        self.buffer.append((pane, (line, self._styler(line))))  # deque.append is atomic
 
     def _finding(self, source: str, f: Any) -> None:
         self.post_message(LaunchFinding(source, f))
@@ -425,7 +427,7 @@ class LaunchScreen(Screen[None]):
         """Move buffered lines into their panes: one batch and one refresh per pane."""
         if not self.buffer:
             return
-        batch: dict[str, list[str]] = {}
+        batch: dict[str, list[tuple[str, str | None]]] = {}
         for _ in range(len(self.buffer)):
             pane, line = self.buffer.popleft()
             batch.setdefault(pane, []).append(line)

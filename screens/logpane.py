@@ -59,12 +59,22 @@ class LogPane(ScrollView, can_focus=True):
         self.marks: list[tuple[str, str]] = []  # (evidence text, style) from the log analyzer
         self.border_title = name
 
-    def add_lines(self, lines: Iterable[str]) -> None:
-        """Append a batch (called on the UI thread); one refresh for the whole batch."""
+    def add_lines(self, lines: Iterable[str | tuple[str, str | None]]) -> None:
+        """Append a batch (called on the UI thread); one refresh for the whole batch.
+
+        An item is a line, or (line, style) when the producer already looked up its style
+        (the launch worker does, so that work stays off the UI thread).
+        """
         n0 = self.total
-        for line in lines:
-            line = line.expandtabs(4)
-            self.lines.append((line, self._style_of(line)))
+        for item in lines:
+            if isinstance(item, tuple):
+                line, style = item
+                if self.marks:
+                    style = self._marked(line) or style
+            else:
+                line = item.expandtabs(4)
+                style = self._style_of(line)
+            self.lines.append((line, style))
             self.total += 1
             if len(line) > self._width:
                 self._width = min(len(line), MAX_WIDTH)
@@ -124,11 +134,14 @@ class LogPane(ScrollView, can_focus=True):
             self.refresh()
         return hits
 
-    def _style_of(self, line: str) -> str | None:
+    def _marked(self, line: str) -> str | None:
         for text, style in self.marks:
             if text in line:
                 return style
-        return self.styler(line)
+        return None
+
+    def _style_of(self, line: str) -> str | None:
+        return self._marked(line) or self.styler(line)
 
     def set_search(self, term: str) -> int:
         """Mark `term`; returns how many kept lines contain it."""
