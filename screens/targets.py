@@ -207,7 +207,8 @@ class TargetsScreen(Screen[None]):
             return  # already drawn (on mount, then the forwarded message)
         self._shown = diagnoses
         table = self.query_one("#target-table", DataTable)
-        table.clear()
+        table.clear(columns=True)  # widths from the final cells, not from "probing…"
+        table.add_columns("target", "state", *(c for c, _ in KEY_FACTS))
         results = [d.result for d in diagnoses]
         rows = [fact_cells(r.facts) for r in results]
         marks = drift_columns(rows)
