@@ -9,12 +9,19 @@ the committed bundle tests/fixtures/tui/three-nodes.tar.gz and the plan's defaul
 from __future__ import annotations
 
 import time
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 from epdoctor.screens.app import EpdoctorApp
 
-BUNDLE = str(Path(__file__).resolve().parent / "fixtures" / "tui" / "three-nodes.tar.gz")
+_SRC = Path(__file__).resolve().parent / "fixtures" / "tui" / "three-nodes.tar.gz"
+# The screen shows the bundle's path: use one that is the same in every checkout.
+_STABLE = Path(tempfile.gettempdir()) / "epdoctor-snapshots" / "three-nodes.tar.gz"
+_STABLE.parent.mkdir(parents=True, exist_ok=True)
+shutil.copyfile(_SRC, _STABLE)
+BUNDLE = str(_STABLE)
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 48), id="160x48")]
 
 
