@@ -8,9 +8,9 @@ the committed bundle tests/fixtures/tui/three-nodes.tar.gz and the plan's defaul
 
 from __future__ import annotations
 
-import time
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
