@@ -173,3 +173,61 @@ def test_fuzz_scan_block_spans_are_lines(buf):
     got, n = scanner.scan_block(buf, len(buf), 0)
     assert n == buf.count(b"\n")
     assert all(b"\n" not in raw for _, raw in got)
+
+
+def _naive(buf: bytes) -> list[tuple[int, bytes]]:
+    """Reference: every line that holds an anchor, numbered from 1."""
+    return [
+        (n, line)
+        for n, line in enumerate(buf.split(b"\n"), 1)
+        if any(a in line for a in scanner.ANCHORS)
+    ]
+
+
+def test_plan_sends_rare_bytes_to_memchr_and_common_ones_whole():
+    bulk = b"h:1:2 [0] NCCL INFO AllReduce: opCount 1f sendbuff 0x7f00 recvbuff 0x7f10 count 1024\n"
+    groups, whole = scanner.make_plan(bulk * 1000)
+    by_byte = {b: [a for a, _ in m] for b, m in groups}
+    assert b"NCCL INFO N" in whole  # every byte of it is on every line here
+    assert by_byte[b"W"] == [b" NCCL WARN "]  # no W in the bulk: one memchr pass
+    assert all(a not in whole for ms in by_byte.values() for a in ms)
+    assert sorted(whole + tuple(a for ms in by_byte.values() for a in ms)) == sorted(
+        scanner.ANCHORS
+    )
+
+
+def test_rare_byte_that_turns_common_falls_back_and_misses_nothing():
+    # planned on a sample without 'W'; the block then has a W on every line, with one warning
+    sample = b"h:1:2 [0] NCCL INFO AllReduce: opCount 1f count 1024\n" * 100
+    plan = scanner.make_plan(sample)
+    assert any(b == b"W" for b, _ in plan[0])
+    noisy = b"h:1:2 [0] NCCL INFO Wait for peer W\n" * 5000
+    buf = noisy + b"h:1:2 [0] NCCL WARN NET/OFI cntr_open_ext failed\n" + noisy
+    got, n, replan = scanner._scan(buf, len(buf), 0, plan)
+    assert replan and n == 10001
+    assert got == [(5001, b"h:1:2 [0] NCCL WARN NET/OFI cntr_open_ext failed")]
+
+
+def test_anchor_at_the_edges_of_a_block():
+    for a in scanner.ANCHORS:
+        for buf in (a + b"\nx\n", b"x\n" + a, a):
+            got, _ = scanner.scan_block(buf, len(buf), 0)
+            assert got == _naive(buf), (a, buf)
+
+
+_pieces = st.lists(
+    st.sampled_from(
+        [*scanner.ANCHORS, b"\n", b"W", b"g", b"P", b"_", b"x", b"NCCL INFO ", b"rr", b"a" * 50]
+    ),
+    max_size=400,
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_pieces, st.binary(max_size=64))
+def test_fuzz_scan_finds_exactly_the_anchor_lines(pieces, sample):
+    buf = b"".join(pieces)
+    for plan in (scanner.make_plan(sample), scanner.make_plan(buf)):
+        got, n, _ = scanner._scan(buf, len(buf), 0, plan)
+        assert n == buf.count(b"\n")
+        assert got == _naive(buf)

@@ -4,8 +4,8 @@ Modules:
 
 - ``signatures``: the upstream wordings read (regexes) and ``ANCHORS``, the byte literals every
   signature line contains.
-- ``scanner``: bytes in, candidate lines out. ``scan_block`` finds anchors with ``bytes.find``
-  over 16 MiB blocks and returns only the lines around hits, with line numbers;
+- ``scanner``: bytes in, candidate lines out. ``scan_block`` finds anchors (memchr on a rare byte, else ``bytes.find``)
+  over 2 MiB blocks and returns only the lines around hits, with line numbers;
   ``Feeder.feed(bytes)`` / ``close()`` do it incrementally with a bounded carry;
   ``iter_path(path)`` reads a file (two newline-aligned byte ranges on two processes for large
   regular files, merged in order), ``-`` (stdin) or ``.gz`` (one process).

@@ -1,7 +1,8 @@
 """Find the lines that can matter in a byte stream, without decoding the rest.
 
-For each chunk (16 MiB by default) cut at its last newline, every anchor in
-``signatures.ANCHORS`` is searched with ``bytes.find``; a hit expands to its
+For each chunk (2 MiB by default) cut at its last newline, every anchor in
+``signatures.ANCHORS`` is searched for, through its rarest byte (memchr) where
+the data has one, else whole with ``bytes.find`` (see ``make_plan``); a hit expands to its
 line, the search resumes after that line, and only those lines are returned
 with their 1-based line numbers (newlines are counted with ``bytes.count``
 between hits). A regular file large enough is split into two newline-aligned
@@ -23,7 +24,7 @@ from typing import BinaryIO
 
 from epdoctor.facts.logs.signatures import ANCHORS
 
-CHUNK = 16 << 20
+CHUNK = 2 << 20  # 2 MiB: a block and its passes stay in cache (16 MiB measured 30% slower)
 MAX_CARRY = 1 << 20  # a partial line longer than this is scanned as a fragment
 PARALLEL_MIN = 32 << 20  # below this a second process costs more than it saves
 MAX_WORKER_CANDIDATES = 200_000  # lines a worker returns; beyond that they are counted only
@@ -35,28 +36,101 @@ ANCHOR_OVERLAP = max(len(a) for a in ANCHORS) - 1  # kept when a fragment is flu
 Candidate = tuple[int, bytes]  # (line number, raw line without the newline)
 
 
-def scan_block(buf: bytes, cut: int, base_line: int) -> tuple[list[Candidate], int]:
+# A plan says how each anchor is looked for in a block: through the rarest of its bytes
+# (one memchr pass, ~12 GB/s, shared by every anchor that picked that byte, each hit
+# checked with startswith) or, when all its bytes are common, with bytes.find on the
+# whole anchor (~2-3 GB/s). Rarity is measured on a sample of the data itself, not
+# assumed, and a byte that turns out common within a block (more than RARE_BUDGET
+# hits per byte scanned) hands its anchors back to bytes.find for the rest of it.
+Member = tuple[bytes, tuple[int, ...]]  # (anchor, offsets of the byte within it)
+Plan = tuple[tuple[tuple[bytes, tuple[Member, ...]], ...], tuple[bytes, ...]]
+
+SAMPLE = 64 << 10
+RARE_DENSITY = 1 / 8192  # a byte rarer than this in the sample is scanned for with memchr
+RARE_BUDGET = 4096  # within a block, more hits than len/RARE_BUDGET: fall back to find
+REPLAN = 64 << 20  # bytes after which a stream measures rarity again
+_ANCHOR_BYTES = tuple(sorted({b for a in ANCHORS for b in a}))
+
+
+def make_plan(sample: bytes) -> Plan:
+    """Group the anchors by their rarest byte in sample; common-only anchors go whole."""
+    n = max(len(sample), 1)
+    density = {b: sample.count(bytes((b,))) / n for b in _ANCHOR_BYTES}
+    groups: dict[int, list[Member]] = {}
+    whole: list[bytes] = []
+    for a in ANCHORS:
+        b = min(sorted(set(a)), key=density.__getitem__)
+        if density[b] > RARE_DENSITY:
+            whole.append(a)
+        else:
+            groups.setdefault(b, []).append((a, tuple(k for k, x in enumerate(a) if x == b)))
+    return tuple((bytes((b,)), tuple(m)) for b, m in groups.items()), tuple(whole)
+
+
+def scan_block(
+    buf: bytes, cut: int, base_line: int, plan: Plan | None = None
+) -> tuple[list[Candidate], int]:
     """Candidate lines of buf[:cut] (cut just after a newline, or len for a fragment).
 
     Returns the candidates and the number of newlines in buf[:cut].
     """
+    out, newlines, _ = _scan(buf, cut, base_line, plan or make_plan(buf[:SAMPLE]))
+    return out, newlines
+
+
+def _scan(buf: bytes, cut: int, base_line: int, plan: Plan) -> tuple[list[Candidate], int, bool]:
+    """scan_block's work; the flag says a rare byte was not rare here (time to re-plan)."""
     spans: dict[int, int] = {}
     windows: dict[int, int] = {}  # start of a huge line -> position of its first hit
     find = buf.find
     rfind = buf.rfind
-    for anchor in ANCHORS:
-        i = find(anchor, 0, cut)
+    startswith = buf.startswith
+
+    def line_end(i: int) -> int:
+        """Record the line holding position i; returns where that line ends."""
+        s = rfind(b"\n", 0, i) + 1
+        e = spans.get(s)
+        if e is None:
+            e = find(b"\n", i, cut)
+            if e == -1:
+                e = cut
+            spans[s] = e
+            if e - s > MAX_LINE:
+                windows[s] = i
+        return e
+
+    def find_whole(anchor: bytes, start: int) -> None:
+        i = find(anchor, start, cut)
         while i != -1:
-            s = rfind(b"\n", 0, i) + 1
-            e = spans.get(s)
-            if e is None:
-                e = find(b"\n", i, cut)
-                if e == -1:
-                    e = cut
-                spans[s] = e
-                if e - s > MAX_LINE:
-                    windows[s] = i
-            i = find(anchor, e + 1, cut)
+            i = find(anchor, line_end(i) + 1, cut)
+
+    groups, whole = plan
+    budget = max(64, cut // RARE_BUDGET)
+    replan = False
+    for byte, members in groups:
+        hits = 0
+        i = find(byte, 0, cut)
+        while i != -1:
+            hits += 1
+            if hits > budget:  # not rare here after all: the rest of the block, whole
+                replan = True
+                for a, _ in members:
+                    find_whole(a, max(0, i - len(a)))
+                break
+            nxt = i + 1
+            for a, offsets in members:
+                for k in offsets:
+                    s = i - k
+                    if s >= 0 and s + len(a) <= cut and startswith(a, s):
+                        nxt = line_end(i) + 1
+                        break
+                else:
+                    continue
+                break
+            i = find(byte, nxt, cut)
+    for a in whole:
+        find_whole(a, 0)
+
     out: list[Candidate] = []
     line = base_line
     prev = 0
@@ -70,7 +144,7 @@ def scan_block(buf: bytes, cut: int, base_line: int) -> tuple[list[Candidate], i
         else:
             out.append((line + 1, buf[max(s, w - WINDOW) : min(spans[s], w + WINDOW)]))
     newlines = line - base_line + count(b"\n", prev, cut)
-    return out, newlines
+    return out, newlines, replan
 
 
 class Feeder:
@@ -80,6 +154,17 @@ class Feeder:
         self._carry = b""
         self.lines = 0  # complete lines seen
         self.bytes = 0
+        self._plan: Plan | None = None
+        self._planned_at = 0
+
+    def _block(self, buf: bytes, cut: int) -> tuple[list[Candidate], int]:
+        if self._plan is None or self.bytes - self._planned_at >= REPLAN:
+            self._plan = make_plan(buf[:SAMPLE])
+            self._planned_at = self.bytes
+        out, n, replan = _scan(buf, cut, self.lines, self._plan)
+        if replan:
+            self._plan = None
+        return out, n
 
     def feed(self, data: bytes) -> list[Candidate]:
         if not data:
@@ -94,9 +179,9 @@ class Feeder:
             # a huge line: scan what we have as a fragment of line self.lines + 1, keeping
             # enough of its end that an anchor cut in two is found in the next fragment
             self._carry = buf[-ANCHOR_OVERLAP:]
-            out, _ = scan_block(buf, len(buf), self.lines)
+            out, _ = self._block(buf, len(buf))
             return out
-        out, n = scan_block(buf, cut, self.lines)
+        out, n = self._block(buf, cut)
         self.lines += n
         self._carry = buf[cut:]
         return out
@@ -106,7 +191,7 @@ class Feeder:
         buf, self._carry = self._carry, b""
         if not buf:
             return []
-        out, _ = scan_block(buf, len(buf), self.lines)
+        out, _ = self._block(buf, len(buf))
         self.lines += 1
         return out
 
