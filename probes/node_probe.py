@@ -6,7 +6,8 @@ install on the target. It is fed on stdin (`python3 - ARGS`) by every epdoctor
 target (local, SSH, Kubernetes exec) and prints one JSON document on stdout.
 
 Read-only: it opens files for reading, lists directories and runs read-only
-commands (nvidia-smi, ldconfig -p, fi_info, dpkg-query/rpm). Every command has
+commands (nvidia-smi, ldconfig -p, fi_info, rpm; dpkg-query only when dpkg's
+status file cannot be read), started together so their waits overlap. Every command has
 its own timeout and the whole probe a deadline, so one wedged tool cannot hang
 it. A missing tool is recorded as missing, not as an error. Secrets in
 environment values are redacted here, at the source, so they never leave the
@@ -75,10 +76,14 @@ def left():
     return max(0.5, DEADLINE[0] - time.time())
 
 
-def run(argv, timeout=10.0):
-    """Run a read-only command; never raises. Missing tools give missing=True."""
-    timeout = min(timeout, left())
-    t0 = time.time()
+STARTED = {}  # tuple(argv) -> (Popen, t0, timeout): commands prestart() launched early
+
+
+def spawn(argv, timeout=10.0):
+    """Start a read-only command now; run() with the same argv collects it later."""
+    key = tuple(argv)
+    if key in STARTED:
+        return
     try:
         # Own session, so a timeout kills the tool and anything it started.
         p = subprocess.Popen(
@@ -88,8 +93,33 @@ def run(argv, timeout=10.0):
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-    except (OSError, ValueError) as exc:
-        return {"argv": argv, "missing": True, "error": str(exc)}
+    except (OSError, ValueError):
+        return  # run() tries again and records why
+    STARTED[key] = (p, time.time(), timeout)
+
+
+def run(argv, timeout=10.0):
+    """Run a read-only command (or collect the one prestart() began); never raises.
+
+    Missing tools give missing=True.
+    """
+    started = STARTED.pop(tuple(argv), None)
+    if started:
+        p, t0, timeout = started
+        timeout = max(0.0, min(timeout - (time.time() - t0), left()))
+    else:
+        timeout = min(timeout, left())
+        t0 = time.time()
+        try:
+            p = subprocess.Popen(
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except (OSError, ValueError) as exc:
+            return {"argv": argv, "missing": True, "error": str(exc)}
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -113,6 +143,17 @@ def run(argv, timeout=10.0):
         "stderr": _text(err)[-4000:],
         "elapsed_s": round(time.time() - t0, 3),
     }
+
+
+def reap_started():
+    """Kill and collect whatever prestart() began that no section asked for."""
+    for p, _, _ in STARTED.values():
+        try:
+            os.killpg(p.pid, 9)
+        except OSError:
+            pass
+        p.communicate()
+    STARTED.clear()
 
 
 def _text(b):
@@ -369,18 +410,22 @@ def system():
     return out
 
 
-def gpus():
+def smi_argv():
     smi = which("nvidia-smi", ["/usr/local/nvidia/bin", "/usr/bin"])
-    out = {"nvidia_smi_path": smi}
-    if smi:
-        out["query"] = run(
-            [
-                smi,
-                "--query-gpu=index,name,driver_version,compute_cap,pci.bus_id,memory.total",
-                "--format=csv,noheader",
-            ],
-            timeout=20,
-        )
+    if not smi:
+        return None
+    return [
+        smi,
+        "--query-gpu=index,name,driver_version,compute_cap,pci.bus_id,memory.total",
+        "--format=csv,noheader",
+    ]
+
+
+def gpus():
+    argv = smi_argv()
+    out = {"nvidia_smi_path": argv[0] if argv else None}
+    if argv:
+        out["query"] = run(argv, timeout=20)
     out["proc_version"] = read("/proc/driver/nvidia/version")
     out["proc_params"] = read("/proc/driver/nvidia/params")
     modprobe = {}
@@ -470,40 +515,95 @@ def rdma_devices():
 EFA_BIN = ("/opt/amazon/efa/bin",)
 
 
+DPKG_PATTERNS = (
+    "libfabric*",
+    "libnccl*",
+    "*gdrcopy*",
+    "libgdrapi*",
+    "efa*",
+    "rdma-core",
+    "ibverbs-providers",
+    "libnccl-ofi*",
+    "*nvshmem*",
+)
+
+
+def fi_info_argvs():
+    fi = which("fi_info", EFA_BIN)
+    return [[fi, "--version"], [fi, "-p", "efa"]] if fi else []
+
+
+def dpkg_argv():
+    if not which("dpkg-query"):
+        return None
+    admin = ["--admindir=" + fs("/var/lib/dpkg")] if ROOT[0] else []
+    return ["dpkg-query", *admin, "-W", "-f=${Package} ${Version}\\n", *DPKG_PATTERNS]
+
+
+def rpm_argv():
+    if not which("rpm"):
+        return None
+    root = ["--root", ROOT[0]] if ROOT[0] else []
+    return ["rpm", *root, "-qa", "--qf", "%{NAME} %{VERSION}-%{RELEASE}\\n"]
+
+
+# dpkg's status file states in which a package's files are on disk (dpkg-query(1) "Status")
+DPKG_ON_DISK = (
+    "installed",
+    "half-installed",
+    "unpacked",
+    "half-configured",
+    "triggers-awaited",
+    "triggers-pending",
+)
+
+
+def dpkg_status():
+    """The dpkg-query -W answer read straight from dpkg's status database.
+
+    Same "name version" lines as DPKG_PATTERNS through dpkg-query, without starting it (the
+    file is what dpkg-query reads). Only packages whose files are on disk: a package removed
+    with its config files kept is not reported as installed. None when the file is unreadable.
+    """
+    path = "/var/lib/dpkg/status"
+    try:
+        with open(fs(path), "rb") as f:
+            data = b"\n" + f.read()
+    except OSError:
+        return None
+    # dpkg writes Package first in every stanza: one regex finds the wanted stanzas' heads
+    names = "|".join(re.escape(p).replace(r"\*", "[^\n]*") for p in DPKG_PATTERNS)
+    head = re.compile(("\nPackage: (%s)\n" % names).encode())
+    lines = []
+    for m in head.finditer(data):
+        end = data.find(b"\n\n", m.end())
+        fields = {}
+        for line in data[m.end() : end if end != -1 else len(data)].split(b"\n"):
+            key, sep, value = line.partition(b": ")
+            if sep and key in (b"Status", b"Version"):
+                fields[key] = _text(value).strip()
+        state = fields.get(b"Status", "").split()
+        if state and state[-1] in DPKG_ON_DISK:
+            lines.append("%s %s" % (_text(m.group(1)).strip(), fields.get(b"Version", "")))
+    text = "".join(line + "\n" for line in lines)
+    return {"argv": ["read", path], "source": path, "rc": 0, "stdout": text}
+
+
 def efa_userspace():
     out = {"installed_packages": read("/opt/amazon/efa_installed_packages")}
-    fi = which("fi_info", EFA_BIN)
-    out["fi_info_path"] = fi
-    if fi:
-        out["fi_info_version"] = run([fi, "--version"], timeout=10)
-        out["fi_info_efa"] = run([fi, "-p", "efa"], timeout=15)
+    fis = fi_info_argvs()
+    out["fi_info_path"] = fis[0][0] if fis else None
+    if fis:
+        out["fi_info_version"] = run(fis[0], timeout=10)
+        out["fi_info_efa"] = run(fis[1], timeout=15)
     pkgs = {}
-    if which("dpkg-query"):
-        pkgs["dpkg"] = run(
-            ["dpkg-query"]
-            + (["--admindir=" + fs("/var/lib/dpkg")] if ROOT[0] else [])
-            + [
-                "-W",
-                "-f=${Package} ${Version}\\n",
-                "libfabric*",
-                "libnccl*",
-                "*gdrcopy*",
-                "libgdrapi*",
-                "efa*",
-                "rdma-core",
-                "ibverbs-providers",
-                "libnccl-ofi*",
-                "*nvshmem*",
-            ],
-            timeout=15,
-        )
-    if which("rpm"):
-        pkgs["rpm"] = run(
-            ["rpm"]
-            + (["--root", ROOT[0]] if ROOT[0] else [])
-            + ["-qa", "--qf", "%{NAME} %{VERSION}-%{RELEASE}\\n"],
-            timeout=20,
-        )
+    dpkg = dpkg_status()
+    if dpkg is None and dpkg_argv():
+        dpkg = run(dpkg_argv(), timeout=15)
+    if dpkg is not None:
+        pkgs["dpkg"] = dpkg
+    if rpm_argv():
+        pkgs["rpm"] = run(rpm_argv(), timeout=20)
     out["packages"] = pkgs
     return out
 
@@ -602,6 +702,28 @@ def site_packages_dirs(pythons):
     return out
 
 
+def ldconfig_argv():
+    ld = which("ldconfig", ["/sbin", "/usr/sbin"])
+    if not ld:
+        return None
+    return [ld, "-p", "-C", fs("/etc/ld.so.cache")] if ROOT[0] else [ld, "-p"]
+
+
+def prestart():
+    """Start the node's slow read-only tools at once so their waits overlap.
+
+    nvidia-smi, fi_info and rpm can each take hundreds of milliseconds on a GPU node; run one
+    after another they would add up. The sections collect them with run() as before.
+    """
+    argvs = [(smi_argv(), 20), (ldconfig_argv(), 10), (rpm_argv(), 20)]
+    fis = fi_info_argvs()
+    if fis:
+        argvs += [(fis[0], 10), (fis[1], 15)]
+    for argv, timeout in argvs:
+        if argv:
+            spawn(argv, timeout)
+
+
 def libraries(env, sp_dirs):
     dirs = list(LIB_DIRS)
     for var in ("LD_LIBRARY_PATH",):
@@ -623,12 +745,8 @@ def libraries(env, sp_dirs):
             for kind, rx in LIB_KINDS:
                 if rx.match(name):
                     files.setdefault(os.path.join(d, name), kind)
-    ld = which("ldconfig", ["/sbin", "/usr/sbin"])
-    ldc = (
-        run([ld, "-p", "-C", fs("/etc/ld.so.cache")] if ROOT[0] else [ld, "-p"], timeout=10)
-        if ld
-        else {"missing": True}
-    )
+    ld = ldconfig_argv()
+    ldc = run(ld, timeout=10) if ld else {"missing": True}
     # What the loader resolves is a consumer too: add those paths (often /lib/... aliases of
     # /usr/lib/... on merged-/usr systems) so they are matched to the file they point at.
     for line in (ldc.get("stdout") or "").splitlines():
@@ -893,6 +1011,7 @@ def main(argv):
             sections[name] = {"probe_error": "%s: %s" % (type(exc).__name__, exc)}
         timings[name] = round(time.time() - t0, 3)
 
+    prestart()
     section("system", system)
     section("gpus", gpus)
     section("modules", modules)
@@ -910,6 +1029,7 @@ def main(argv):
         pids = pids + [p for p in nccl_pids() if p not in pids]
     section("processes", lambda: [process(p) for p in pids])
     section("mapped_libs", describe_mapped, sections.get("processes"), sections.get("libraries"))
+    reap_started()
     doc = {
         "probe": "epdoctor-node-probe",
         "probe_version": PROBE_VERSION,
