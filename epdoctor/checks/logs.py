@@ -609,21 +609,40 @@ class LogAnalysis:
 
 
 class LogAnalyzer:
-    """Incremental: ``feed(bytes)`` returns the findings that just became true."""
+    """Incremental: ``feed(bytes)`` returns the findings that just became true.
 
-    def __init__(self, ctx: Context | None = None, source: str = "") -> None:
+    Each source (stream) has its own scanner, so chunks of several streams may be fed in
+    any interleaving: a partial line of one never joins a line of another, and line
+    numbers count per source. ``transports=True`` also reads NCCL's channel lines into
+    ``RankFacts.transports`` (``signatures.TRANSPORT_ANCHORS``): for the launch gates,
+    whose logs are small; ``epdoctor logs`` leaves it off, channel lines being the bulk
+    of a large NCCL INFO log.
+    """
+
+    def __init__(
+        self, ctx: Context | None = None, source: str = "", transports: bool = False
+    ) -> None:
         self.ctx = ctx or Context()
         self.source = source
-        self.facts = LogFacts()
-        self._feeder = Feeder()
+        self.facts = LogFacts(transports=transports)
+        self._anchors = sig.ANCHORS + sig.TRANSPORT_ANCHORS if transports else sig.ANCHORS
+        self._feeder = Feeder(self._anchors)  # the default source's
+        self._feeders: dict[str, Feeder] = {source: self._feeder}
         self._seen: set[str] = set()
 
     def feed(self, data: bytes, source: str | None = None) -> list[Finding]:
         """New findings; ``source`` names the stream (default: the analyzer's)."""
-        src = self.source if source is None else source
-        for n, raw in self._feeder.feed(data):
-            self.facts.add(src, n, raw)
+        self.feed_facts(data, source)
         return self._new(final=False)
+
+    def feed_facts(self, data: bytes, source: str | None = None) -> None:
+        """Only the facts (no findings evaluated): for a reader that gates on the facts."""
+        src = self.source if source is None else source
+        feeder = self._feeders.get(src)
+        if feeder is None:
+            feeder = self._feeders[src] = Feeder(self._anchors)
+        for n, raw in feeder.feed(data):
+            self.facts.add(src, n, raw)
 
     def feed_candidates(
         self, cands: Iterable[tuple[int, bytes]], source: str | None = None
@@ -641,10 +660,15 @@ class LogAnalyzer:
             out.append(f)
         return out
 
+    def close(self) -> None:
+        """Flush each source's last unterminated line into the facts."""
+        for src, feeder in self._feeders.items():
+            for n, raw in feeder.close():
+                self.facts.add(src, n, raw)
+
     def finish(self) -> list[Finding]:
         """Flush a last unterminated line; returns what became true, PASS/UNKNOWN included."""
-        for n, raw in self._feeder.close():
-            self.facts.add(self.source, n, raw)
+        self.close()
         return self._new(final=True)
 
     def ranks(self) -> list[RankFacts]:
@@ -655,7 +679,8 @@ class LogAnalyzer:
 
     def analysis(self) -> LogAnalysis:
         st = ScanStats()
-        st.lines, st.bytes = self._feeder.lines, self._feeder.bytes
+        st.lines = sum(f.lines for f in self._feeders.values())
+        st.bytes = sum(f.bytes for f in self._feeders.values())
         return LogAnalysis(self.facts, self.findings(), st)
 
 

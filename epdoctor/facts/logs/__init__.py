@@ -3,7 +3,8 @@
 Modules:
 
 - ``signatures``: the upstream wordings read (regexes) and ``ANCHORS``, the byte literals every
-  signature line contains.
+  signature line contains; ``TRANSPORT_ANCHORS`` adds NCCL's channel lines (which transport
+  joins each rank to its peers), read only where asked (the launch gates: their logs are small).
 - ``scanner``: bytes in, candidate lines out. ``scan_block`` finds anchors (memchr on a rare byte, else ``bytes.find``)
   over 2 MiB blocks and returns only the lines around hits, with line numbers;
   ``Feeder.feed(bytes)`` / ``close()`` do it incrementally with a bounded carry;
@@ -32,6 +33,9 @@ TUI log panes)::
 
     a = analyze_stream(chunks, ctx)            # -> LogAnalysis (.ranks, .findings, .to_json())
     a = analyze_paths(["a.log", "b.log.gz", "-"], ctx)
+
+``LogAnalyzer(ctx, transports=True)`` also fills ``RankFacts.transports`` from the channel lines;
+``feed(chunk, source=...)`` takes interleaved streams, each with its own partial line.
 
 ``ctx.options["expect_nics"]`` overrides the instance's EFA count. A finding that needs the
 whole log (PASS, or UNKNOWN for "could not see") is only returned by ``finish()``; a failure

@@ -5,6 +5,11 @@ updates the rank it belongs to. A rank is an NCCL process (``host:pid``);
 launcher labels (``rank3``, ``Worker_DP3_EP3``, ``pod/...``) are joined to it
 when a line carries both, so a label-only line (a traceback under torchrun's
 ``[rank3]:``) lands on the same rank. Lines with neither are kept per source.
+
+``LogFacts(transports=True)`` also reads NCCL's channel lines into
+``RankFacts.transports`` (which transport joins the rank to its peers). Only a
+scanner given ``signatures.TRANSPORT_ANCHORS`` returns those lines; without the
+flag ``transports`` stays ``None``: not read, which is not "no peer".
 """
 
 from __future__ import annotations
@@ -56,7 +61,11 @@ class RankFacts:
     net_plugin_not_found: list[str] = field(default_factory=list)
     net_plugin_failed: list[str] = field(default_factory=list)
     net_initialized: list[str] = field(default_factory=list)
+    net_failures: list[str] = field(default_factory=list)  # why a NET plugin is not in use
     networks: list[str] = field(default_factory=list)
+    socket_ifs: list[str] = field(default_factory=list)  # "NET/Socket : Using [0]eth0:10.0.0.1<0>"
+    # P2P, SHM, NET/Libfabric, NET/Socket ... from the channel lines; None: not read
+    transports: set[str] | None = None
     ofi_init_failed: bool = False
     providers: list[tuple[str, str, int]] = field(default_factory=list)
     ofi_nccl_version: str | None = None
@@ -127,6 +136,9 @@ class RankFacts:
             "net_plugins_loaded": list(self.net_plugins_loaded),
             "net_plugin_not_found": list(self.net_plugin_not_found),
             "net_plugin_failed": list(self.net_plugin_failed),
+            "net_failures": list(self.net_failures),
+            "net_socket": list(self.socket_ifs),
+            "transports": sorted(self.transports) if self.transports is not None else None,
             "gin_type": self.gin_type,
             "gin_plugin": self.gin_plugin,
             "gin_plugin_type": self.gin_plugin_type,
@@ -140,6 +152,7 @@ class RankFacts:
 
 @dataclass
 class LogFacts:
+    transports: bool = False  # read the channel lines (the scanner must return them too)
     ranks: dict[str, RankFacts] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     sources: dict[str, int] = field(default_factory=dict)  # source -> lines seen
@@ -170,6 +183,8 @@ class LogFacts:
             r = self.ranks.get(key)
             if r is None:
                 r = self.ranks[key] = RankFacts(key=key, host=p.host, pid=p.pid, first_line=line_no)
+                if self.transports:
+                    r.transports = set()
                 self._pids.setdefault(p.pid or 0, set()).add(key)
             if p.dev is not None:
                 r.devs.add(p.dev)
@@ -213,6 +228,11 @@ class LogFacts:
             r.warn_count += 1
             if len(r.warns) < MAX_PER_RANK:
                 r.warns.append(ev)
+        if r.transports is not None and (m := sig.CHANNEL_VIA.match(msg)):
+            kind = sig.transport_kind(m["via"])
+            r.transports.add(kind)
+            r.evidence.setdefault(f"transport:{kind}", ev)
+            return  # a channel line says nothing else
         if m := sig.NCCL_VERSION.match(msg):
             if r.nccl_version is None:
                 r.nccl_version = m["v"]
@@ -251,6 +271,15 @@ class LogFacts:
             r.evidence["gin_plugin"] = ev
         elif m := sig.GIN_LOADED.match(msg):
             r.gin_loaded.append(m["name"])
+        elif m := sig.SOCKET_USING.match(msg):
+            r.socket_ifs.append(m["ifs"])
+            r.evidence["net_socket"] = ev
+        if (
+            sig.OFI_INIT_FAILED.search(msg)
+            or sig.NET_INIT_FAILED.match(msg)
+            or sig.NET_ANY_FAILED.search(msg)
+        ) and len(r.net_failures) < MAX_PER_RANK:
+            r.net_failures.append(msg[:MAX_TEXT])
         if sig.OFI_INIT_FAILED.search(msg):
             r.ofi_init_failed = True
             r.evidence.setdefault("ofi_init_failed", ev)

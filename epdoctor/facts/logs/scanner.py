@@ -52,13 +52,14 @@ REPLAN = 64 << 20  # bytes after which a stream measures rarity again
 _ANCHOR_BYTES = tuple(sorted({b for a in ANCHORS for b in a}))
 
 
-def make_plan(sample: bytes) -> Plan:
+def make_plan(sample: bytes, anchors: tuple[bytes, ...] = ANCHORS) -> Plan:
     """Group the anchors by their rarest byte in sample; common-only anchors go whole."""
     n = max(len(sample), 1)
-    density = {b: sample.count(bytes((b,))) / n for b in _ANCHOR_BYTES}
+    used = _ANCHOR_BYTES if anchors is ANCHORS else sorted({b for a in anchors for b in a})
+    density = {b: sample.count(bytes((b,))) / n for b in used}
     groups: dict[int, list[Member]] = {}
     whole: list[bytes] = []
-    for a in ANCHORS:
+    for a in anchors:
         b = min(sorted(set(a)), key=density.__getitem__)
         if density[b] > RARE_DENSITY:
             whole.append(a)
@@ -148,9 +149,15 @@ def _scan(buf: bytes, cut: int, base_line: int, plan: Plan) -> tuple[list[Candid
 
 
 class Feeder:
-    """Incremental: bytes in, candidate lines out, partial lines carried over."""
+    """Incremental: bytes in, candidate lines out, partial lines carried over.
 
-    def __init__(self) -> None:
+    ``anchors`` replaces ``signatures.ANCHORS`` (the launch gates add
+    ``signatures.TRANSPORT_ANCHORS`` to read the channel lines of their small logs).
+    """
+
+    def __init__(self, anchors: tuple[bytes, ...] = ANCHORS) -> None:
+        self.anchors = anchors
+        self._overlap = max(len(a) for a in anchors) - 1
         self._carry = b""
         self.lines = 0  # complete lines seen
         self.bytes = 0
@@ -159,7 +166,7 @@ class Feeder:
 
     def _block(self, buf: bytes, cut: int) -> tuple[list[Candidate], int]:
         if self._plan is None or self.bytes - self._planned_at >= REPLAN:
-            self._plan = make_plan(buf[:SAMPLE])
+            self._plan = make_plan(buf[:SAMPLE], self.anchors)
             self._planned_at = self.bytes
         out, n, replan = _scan(buf, cut, self.lines, self._plan)
         if replan:
@@ -178,7 +185,7 @@ class Feeder:
                 return []
             # a huge line: scan what we have as a fragment of line self.lines + 1, keeping
             # enough of its end that an anchor cut in two is found in the next fragment
-            self._carry = buf[-ANCHOR_OVERLAP:]
+            self._carry = buf[-self._overlap :]
             out, _ = self._block(buf, len(buf))
             return out
         out, n = self._block(buf, cut)

@@ -26,6 +26,12 @@ ANCHORS: tuple[bytes, ...] = (
     b"enforce_eager",  # vLLM's engine config line (CUDA-graph mode or eager)
     b"exitcode",  # torchrun's failure summary
 )
+# The channel lines that say which transport connects a rank to each peer. They are the bulk
+# of an NCCL INFO log (one per channel, peer and direction), so ``epdoctor logs`` does not
+# look for them; the launch gates, whose logs are small, add this anchor (``Feeder(anchors=...)``,
+# ``LogAnalyzer(transports=True)``). Every P2P, SHM and NET channel line contains it, the ring
+# order lines (``Channel 00/24 : 0 1 2 3``) do not.
+TRANSPORT_ANCHORS: tuple[bytes, ...] = (b"] via ",)
 
 # --- NCCL INFO facts (NVIDIA/nccl src/init.cc, src/plugin/*.cc, src/misc/param.cc) -------------
 NCCL_VERSION = re.compile(
@@ -58,6 +64,27 @@ GIN_LOADED = re.compile(r"^(?:NET|GIN)/Plugin: Loaded gin plugin (?P<name>.+?) \
 GDAKI_CONTEXT_DONE = re.compile(r"gin GDAKI: createContext done")
 GDRCOPY_MSG = re.compile(r"GDRCopy|gdrapi|gdr handle|libgdrapi", re.IGNORECASE)
 NET_NAMES_OFI = ("Libfabric", "AWS Libfabric", "OFI")
+# NCCL src/transport/net_socket.cc: "NET/Socket : Using%s" then one " [%d]%s:%s" per interface
+SOCKET_USING = re.compile(r"^NET/Socket : Using (?P<ifs>.+?)\s*$")
+# NCCL src/transport/*.cc, one line per channel, peer and direction (rank[nvmlDev]):
+#   p2p.cc "Channel %02d/%01d : %d[%d] -> %d[%d] via P2P/%s%s%s" (CUMEM|MNNVL, /read, /CE),
+#          also "via P2P/IPC%s%s" and "via P2P/direct pointer%s"
+#   shm.cc "Channel %02d : %d[%d] -> %d[%d] via SHM/%s/%s" (no connection index)
+#   net.cc "Channel %02d/%d : %d[%d] -> %d[%d] [send] via NET/%s/%d%s%s%s" (/GDRDMA, (PCI),
+#          /Shared; "%d(%d)" when another rank proxies) and "[receive] via NET/%s/%d%s%s"
+# Older releases printed the bus id in the brackets (``3[b1000]``).
+CHANNEL_VIA = re.compile(
+    r"^Channel \d+(?:/\d+)? : \d+\[\w+\] -> \d+\[\w+\](?: \[(?:send|receive)\])? via (?P<via>\S+)"
+)
+
+
+def transport_kind(via: str) -> str:
+    """P2P/CUMEM/read -> P2P; SHM/direct/direct -> SHM; NET/Libfabric/0/GDRDMA -> NET/Libfabric."""
+    parts = via.split("/")
+    if parts[0] == "NET" and len(parts) > 1:
+        return f"NET/{parts[1]}"
+    return parts[0]
+
 
 # --- events: (kind, pattern) searched in the message (NCCL lines) or the whole text ---------
 # Order matters only for which kind a line is filed under when several could match.
