@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from epdoctor.checks.logs import LogAnalyzer
+from epdoctor.facts.logs.model import RankFacts
 from epdoctor.launch.gates import (
     NetworkExpectation,
     exit_code_gate,
@@ -14,18 +16,32 @@ from epdoctor.launch.gates import (
     parse_results,
     results_gate,
 )
-from epdoctor.launch.nccl_evidence import NcclEvidence
 from epdoctor.model import Status
 
 FIX = Path(__file__).parent / "fixtures" / "launch"
 EFA16 = NetworkExpectation(efa=True, efa_count=16, multi_node=True)
 
 
-def evidence(*names: str) -> NcclEvidence:
-    ev = NcclEvidence()
+class Logs:
+    """The launch's log reader: the analyzer with channel lines, every stream its own source."""
+
+    def __init__(self) -> None:
+        self.an = LogAnalyzer(transports=True)
+
+    def feed(self, text: str, source: str) -> Logs:
+        self.an.feed_facts(text.encode(), source)
+        return self
+
+    def ranks(self) -> list[RankFacts]:
+        self.an.close()
+        return self.an.facts.nccl_ranks()
+
+
+def evidence(*names: str) -> Logs:
+    logs = Logs()
     for n in names:
-        ev.feed_text((FIX / n).read_text())
-    return ev
+        logs.feed((FIX / n).read_text(), n)
+    return logs
 
 
 def test_p5en_rank_with_efa_direct_16_nics_passes():
@@ -72,7 +88,7 @@ def test_socket_fallback_after_plugin_failure_fails_with_the_reason():
 def test_h200_single_gpu_reports_socket_and_no_peers_when_efa_not_expected():
     ranks = evidence("h200_single_gpu_socket.log").ranks()
     assert len(ranks) == 1 and ranks[0].network == "Socket"
-    assert ranks[0].nccl_version == "2.28.9+cuda13.0"
+    assert (ranks[0].nccl_version, ranks[0].cuda_version) == ("2.28.9", "13.0")
     one_node = NetworkExpectation(efa=None, reason="one node")
     g = network_gate(ranks, 1, one_node)
     assert g.status is Status.PASS
@@ -88,9 +104,7 @@ def test_tcp_provider_banner_fails():
         "node-1:4242:4242 [0] NCCL INFO NET/OFI Selected provider is tcp;ofi_rxm, "
         "fabric is TCP-IP (found 1 nics)"
     )
-    ev = NcclEvidence()
-    ev.feed_line(line)
-    g = network_gate(ev.ranks(), 1, EFA16)
+    g = network_gate(Logs().feed(line + "\n", "node0").ranks(), 1, EFA16)
     assert g.status is Status.FAIL and "provider tcp;ofi_rxm" in g.evidence[0]
 
 
@@ -105,18 +119,16 @@ def test_a_rank_that_logged_nothing_is_not_a_pass():
 def test_ranks_are_grouped_by_host_and_pid_across_sources():
     text = (FIX / "p5en_gin_proxy_rank.log").read_text()
     other = text.replace("deepep-efa-bench-0:70124:70124", "deepep-efa-bench-1:555:555")
-    ev = NcclEvidence()
-    ev.feed_text(text)
-    ev.feed_text(other)
-    assert len(ev.ranks()) == 2
-    assert network_gate(ev.ranks(), 2, EFA16).status is Status.PASS
+    logs = Logs().feed(text, "node0").feed(other, "node1")
+    assert len(logs.ranks()) == 2
+    assert network_gate(logs.ranks(), 2, EFA16).status is Status.PASS
 
 
 def test_channel_lines_give_the_peer_transports():
-    ev = NcclEvidence()
+    logs = Logs()
     for via in ("P2P/CUMEM/read", "NET/Libfabric/0/GDRDMA", "SHM/direct/direct"):
-        ev.feed_line(f"h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via {via}")
-    assert ev.ranks()[0].transports == {"P2P", "NET/Libfabric", "SHM"}
+        logs.feed(f"h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via {via}\n", "node0")
+    assert logs.ranks()[0].transports == {"P2P", "NET/Libfabric", "SHM"}
 
 
 def test_exit_code_gate():
@@ -176,17 +188,14 @@ def test_nccl_processes_map_to_ranks_by_file_then_by_short_host_and_pid():
     from epdoctor.launch.kernel_test import _rank_nets
 
     text = (FIX / "p5en_gin_proxy_rank.log").read_text()
-    ev = NcclEvidence()
-    for line in text.splitlines():
-        ev.feed_line(line, "rank3 nccl")  # its own NCCL_DEBUG_FILE
+    logs = Logs().feed(text, "rank3 nccl")  # its own NCCL_DEBUG_FILE
     other = text.replace("deepep-efa-bench-0:70124:70124", "deepep-efa-bench-1:555:555")
-    for line in other.splitlines():
-        ev.feed_line(line, "node1")  # a shared stream: only host and pid tell
+    logs.feed(other, "node1")  # a shared stream: only host and pid tell
     results = {
         3: {"host": "deepep-efa-bench-0", "pid": 1},
         9: {"host": "deepep-efa-bench-1.ec2.internal", "pid": 555},
     }
-    nets = _rank_nets(ev.ranks(), results)
+    nets = _rank_nets(logs.ranks(), results)
     assert nets[3].pid == 70124 and nets[9].host == "deepep-efa-bench-1"
 
 
@@ -198,11 +207,52 @@ def test_gates_on_the_builtin_test_captured_on_a_real_h200():
     assert results_gate(res, 1).status is Status.PASS
     g = numerics_gate(res)
     assert g.status is Status.PASS and "element-wise" in g.summary
-    ev = NcclEvidence()
-    for line in (run / "nccl-rank0.log").read_text().splitlines():
-        ev.feed_line(line, "rank0 nccl")
-    ranks = ev.ranks()
+    ranks = Logs().feed((run / "nccl-rank0.log").read_text(), "rank0 nccl").ranks()
     assert len(ranks) == 1 and ranks[0].network == "Socket" and ranks[0].transports == set()
     one = network_gate(ranks, 1, NetworkExpectation(efa=None, reason="one node"))
     assert one.status is Status.PASS and "no traffic crossed a NIC" in one.summary
     assert network_gate(ranks, 1, EFA16).status is Status.FAIL
+
+
+def test_socket_fallback_on_one_node_shows_the_ranks_talk_over_p2p():
+    # all four ranks of the p4d run behind p4d_socket_fallback.log: Socket network, NVLink peers
+    ranks = evidence("p4d_4rank_socket_p2p.log").ranks()
+    assert [r.key for r in ranks] == [f"ip-172-31-3-153:{p}" for p in (35113, 35114, 35115, 35116)]
+    assert {r.network for r in ranks} == {"Socket"}
+    assert all(r.transports == {"P2P"} for r in ranks)
+    assert all(r.socket_ifs == ["[0]ens32:172.31.3.153<0>"] for r in ranks)
+    one = network_gate(ranks, 4, NetworkExpectation(efa=None, reason="one node"))
+    assert one.status is Status.PASS
+    assert "peers via P2P" in one.summary and "no traffic crossed a NIC" in one.summary
+    assert all("peers via P2P" in e for e in one.evidence)
+    efa = network_gate(ranks, 4, EFA16)
+    assert efa.status is Status.FAIL and efa.code == "T701"
+    assert (
+        "NCCL used network Socket after: NET/OFI Failed to initialize sendrecv protocol"
+        in (efa.evidence[0])
+    )
+
+
+def test_shm_channel_lines_without_a_connection_index_are_read():
+    # g6e.48xlarge, one pod, four processes, no NVLink: NCCL's SHM line is "Channel %02d : ..."
+    ranks = evidence("g6e_4rank_shm.log").ranks()
+    assert len(ranks) == 4 and all(r.transports == {"SHM"} for r in ranks)
+    assert all(r.provider == ("efa", "efa", 4) and r.network == "Libfabric" for r in ranks)
+    one = network_gate(ranks, 4, NetworkExpectation(efa=None, reason="one node"))
+    assert one.status is Status.PASS
+    assert "peers via SHM" in one.summary and "no traffic crossed a NIC" in one.summary
+    g = network_gate(ranks, 4, NetworkExpectation(efa=True, efa_count=4))
+    assert g.status is Status.FAIL and "not efa-direct" in g.evidence[0]
+
+
+def test_channels_over_the_network_plugin_count_as_traffic_on_a_nic():
+    # g6e pods with one GPU and one EFA each: the peers are reached through NET/Libfabric
+    ranks = evidence("g6e_pods_libfabric.log").ranks()
+    assert len(ranks) == 1 and ranks[0].transports == {"NET/Libfabric"}
+    g = network_gate(ranks, 1, NetworkExpectation(efa=None))
+    assert g.status is Status.PASS
+    assert "peers via NET/Libfabric" in g.summary and "no traffic crossed a NIC" not in g.summary
+    from epdoctor.launch.gates import rank_table
+
+    rows = rank_table({0: {"host": "llama-3-8b-node-0-0", "numerics": "pass"}}, {0: ranks[0]}, 1)
+    assert rows[0]["peers_via"] == ["NET/Libfabric"] and rows[0]["provider"] == "efa/efa/4"

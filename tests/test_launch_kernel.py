@@ -226,6 +226,42 @@ def test_regate_reads_the_nccl_files(tmp_path):
     assert rep.status is Status.PASS
 
 
+def test_regate_reads_which_transport_each_rank_used(tmp_path):
+    # one node's stream holding the real 4-rank p4d log (Socket network, NVLink peers) and each
+    # rank's result line: the ranks are told apart by host and pid, their peers by channel lines
+    from pathlib import Path
+
+    from epdoctor.launch.kernel_test import regate
+
+    real = (Path(__file__).parent / "fixtures" / "launch" / "p4d_4rank_socket_p2p.log").read_text()
+    results = []
+    for r in range(4):
+        doc = {
+            "rank": r,
+            "host": "ip-172-31-3-153",
+            "pid": 35113 + r,
+            "numerics": "pass",
+            "sizes": [
+                {"num_tokens": 8, "dispatch_check": {"ok": True}, "combine_check": {"ok": True}}
+            ],
+        }
+        results.append(f"[default{r}]:EPDOCTOR_KERNEL_TEST {json.dumps(doc)}\n")
+    (tmp_path / "node0.log").write_text(real + "".join(results))
+    (tmp_path / "report.json").write_text(
+        json.dumps(
+            {
+                "exit_codes": {"node0": 0},
+                "config": {"kind": "builtin", "gpus": 4, "nodes": ["h0"], "expect_efa": None},
+            }
+        )
+    )
+    rep = regate(str(tmp_path))
+    assert [(r["network"], r["peers_via"]) for r in rep.per_rank] == [("Socket", ["P2P"])] * 4
+    net = {g.name: g for g in rep.gates}["network"]
+    assert net.status is Status.PASS and "no traffic crossed a NIC" in net.summary
+    assert rep.status is Status.PASS
+
+
 @needs_torch
 def test_float32_and_uneven_expert_layout(tmp_path):
     c = cfg(

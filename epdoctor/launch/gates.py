@@ -7,6 +7,9 @@ The seeds' run-kernel-test.sh is the model: every node's exit code AND the
 provider-specific banner ``Selected provider is efa, fabric is efa-direct
 (found N nics)`` on every rank, N equal to the instance's EFA count; a
 ``tcp;ofi_rxm`` provider or the Socket network fails it.
+
+The per-rank network facts are the log analyzer's (``epdoctor.facts.logs``
+``RankFacts``, read with the channel lines: ``LogAnalyzer(transports=True)``).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from epdoctor import knowledge
-from epdoctor.launch.nccl_evidence import RankNet
+from epdoctor.facts.logs.model import RankFacts
+from epdoctor.facts.logs.signatures import NET_NAMES_OFI
 from epdoctor.model import Finding, Status
 
 RESULT_MARKER = "EPDOCTOR_KERNEL_TEST"
@@ -179,15 +183,18 @@ class NetworkExpectation:
     reason: str = ""
 
 
-def network_gate(ranks: Sequence[RankNet], expected_ranks: int, exp: NetworkExpectation) -> Gate:
-    """The provider banner on every rank (when EFA is expected), the network NCCL used otherwise."""
+def network_gate(ranks: Sequence[RankFacts], expected_ranks: int, exp: NetworkExpectation) -> Gate:
+    """The provider banner on every rank (when EFA is expected), the network NCCL used otherwise.
+
+    ``ranks`` are NCCL processes (``LogFacts.nccl_ranks()``).
+    """
     seen = len(ranks)
     ev: list[str] = []
     for r in ranks:
         prov = ", ".join(f"{p}/{f} ({n} nics)" for p, f, n in r.providers) or "no provider line"
         ev.append(
             f"{r.key} dev {sorted(r.devs)}: network {r.network or 'not logged'}; "
-            f"provider {prov}; peers via {', '.join(sorted(r.transports)) or 'no channel'}"
+            f"provider {prov}; peers via {', '.join(_peers(r)) or 'no channel'}"
         )
     if seen == 0:
         return Gate(
@@ -200,8 +207,8 @@ def network_gate(ranks: Sequence[RankNet], expected_ranks: int, exp: NetworkExpe
     short = seen < expected_ranks
     if exp.efa is None or exp.efa is False:
         nets = sorted({r.network or "not logged" for r in ranks})
-        used_net = any(t.startswith("NET/") for r in ranks for t in r.transports)
-        if exp.multi_node and not any(r.providers and _efa_direct(r) for r in ranks):
+        used_net = any(t.startswith("NET/") for r in ranks for t in _peers(r))
+        if exp.multi_node and not any(r.on_efa() for r in ranks):
             return Gate(
                 "network",
                 Status.WARN,
@@ -210,7 +217,7 @@ def network_gate(ranks: Sequence[RankNet], expected_ranks: int, exp: NetworkExpe
                 tuple(ev),
                 "T701",
             )
-        paths = sorted({t for r in ranks for t in r.transports})
+        paths = sorted({t for r in ranks for t in _peers(r)})
         summary = (
             f"NCCL network plugin {', '.join(nets)}; peers via {', '.join(paths) or 'none (one rank)'}"
             + ("" if used_net else ": no traffic crossed a NIC")
@@ -223,11 +230,10 @@ def network_gate(ranks: Sequence[RankNet], expected_ranks: int, exp: NetworkExpe
     bad: list[str] = []
     wrong_count: list[str] = []
     for r in ranks:
-        if not _efa_direct(r):
-            why = _why_not_efa(r)
-            bad.append(f"{r.key}: {why}")
-        elif exp.efa_count is not None:
-            n = r.providers[-1][2]
+        if r.on_efa() is not True:
+            bad.append(f"{r.key}: {_why_not_efa(r)}")
+        elif exp.efa_count is not None and r.provider is not None:
+            n = r.provider[2]
             if n != exp.efa_count:
                 wrong_count.append(f"{r.key}: found {n} nics, the instance has {exp.efa_count}")
     if short:
@@ -251,7 +257,7 @@ def network_gate(ranks: Sequence[RankNet], expected_ranks: int, exp: NetworkExpe
             tuple(wrong_count + ev)[:16],
             "T702",
         )
-    nics = sorted({r.providers[-1][2] for r in ranks})
+    nics = sorted({r.provider[2] for r in ranks if r.provider})
     suffix = (
         "" if exp.efa_count is not None else " (instance EFA count unknown: NIC count not checked)"
     )
@@ -263,24 +269,19 @@ def network_gate(ranks: Sequence[RankNet], expected_ranks: int, exp: NetworkExpe
     )
 
 
-def _efa_direct(r: RankNet) -> bool:
-    if not r.providers:
-        return False
-    prov, fabric, _ = r.providers[-1]
-    if prov != "efa" or fabric != "efa-direct":
-        return False
-    net = r.network
-    return net is None or net in ("Libfabric", "AWS Libfabric", "OFI")
+def _peers(r: RankFacts) -> list[str]:
+    """The transports its channel lines name (P2P, SHM, NET/...); none when not read."""
+    return sorted(r.transports or ())
 
 
-def _why_not_efa(r: RankNet) -> str:
-    if r.providers:
-        prov, fabric, n = r.providers[-1]
+def _why_not_efa(r: RankFacts) -> str:
+    if r.provider:
+        prov, fabric, n = r.provider
         if prov != "efa":
             return f"provider {prov} (fabric {fabric}): not EFA"
         if fabric != "efa-direct":
             return f"provider efa but fabric {fabric} (found {n} nics): not efa-direct"
-    if r.network and r.network not in ("Libfabric", "AWS Libfabric", "OFI"):
+    if r.network and r.network not in NET_NAMES_OFI:
         return f"NCCL used network {r.network}" + (
             f" after: {r.net_failures[0]}" if r.net_failures else ""
         )
@@ -337,7 +338,7 @@ class KernelReport:
 
 
 def rank_table(
-    results: Mapping[int, Mapping[str, Any]], nets: Mapping[int, RankNet | None], world: int
+    results: Mapping[int, Mapping[str, Any]], nets: Mapping[int, RankFacts | None], world: int
 ) -> list[dict[str, Any]]:
     """One row per expected rank: host, numerics, network, bandwidth (largest size)."""
     rows = []
@@ -352,8 +353,8 @@ def rank_table(
                 "host": d.get("host") or (n.host if n else None),
                 "numerics": d.get("numerics", "no result"),
                 "network": (n.network if n else None),
-                "provider": ("/".join(map(str, n.providers[-1])) if n and n.providers else None),
-                "peers_via": sorted(n.transports) if n else [],
+                "provider": ("/".join(map(str, n.provider)) if n and n.provider else None),
+                "peers_via": _peers(n) if n else [],
                 "num_tokens": big.get("num_tokens"),
                 "dispatch_gbps": big.get("dispatch_gbps"),
                 "combine_gbps": big.get("combine_gbps"),

@@ -10,7 +10,9 @@
 
 Every kind is gated on every node's exit code and on the network NCCL used on
 every rank (gates.py); the built-in and TensorRT-LLM kinds also on their
-numerics, the EFA hw_counters before/after on every node (counters.py).
+numerics, the EFA hw_counters before/after on every node (counters.py). The
+per-rank network facts come from the log analyzer, reading every stream and
+NCCL file with the channel lines included (``LogAnalyzer(transports=True)``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from epdoctor.checks.logs import LogAnalyzer
+from epdoctor.facts.logs.model import RankFacts
 from epdoctor.launch import counters as hwc
 from epdoctor.launch.gates import (
     RESULT_MARKER,
@@ -39,7 +43,6 @@ from epdoctor.launch.gates import (
     results_gate,
 )
 from epdoctor.launch.launcher import Group, LocalNode, Node, ProcSpec
-from epdoctor.launch.nccl_evidence import NcclEvidence, RankNet
 from epdoctor.launch.streams import Chunk, Follower, LineSplitter, WatchedDir, rank_of_line
 from epdoctor.model import Finding, Status
 
@@ -184,7 +187,8 @@ class KernelTestRun:
         self.cfg = cfg
         self.on_line = on_line or (lambda pane, line: None)
         self.group = Group()
-        self.evidence = NcclEvidence()
+        # the facts the gates read: one analyzer over every stream, ranks by host:pid
+        self.logs = LogAnalyzer(transports=True)
         self.result_lines: list[str] = []  # only the EPDOCTOR_KERNEL_TEST lines are kept
         self._factory = watch_factory
         self._watch: dict[str, Any] = {}
@@ -234,9 +238,7 @@ class KernelTestRun:
         if self.follower:
             for chunk in self.follower.drain():
                 self._consume(chunk)
-        for source, sp in self._split.items():
-            for line in sp.flush():
-                self._line(source, line)
+        self._flush()
         report = self.gate()
         report.stopped = stopped
         self._save(report)
@@ -272,6 +274,7 @@ class KernelTestRun:
         sp = self._split.setdefault(chunk.source, LineSplitter())
         for line in sp.feed(chunk.data):
             self._line(chunk.source, line)
+        self.logs.feed_facts(chunk.data, chunk.source)
         if self._factory:  # the log analyzer explains traps as they appear
             watch = self._watch.get(chunk.source)
             if watch is None:
@@ -280,10 +283,16 @@ class KernelTestRun:
                 self.findings.append((chunk.source, f))
                 self.on_finding(chunk.source, f)
 
+    def _flush(self) -> None:
+        """The streams ended: their last unterminated lines go to the panes and the facts."""
+        for source, sp in self._split.items():
+            for line in sp.flush():
+                self._line(source, line)
+        self.logs.close()
+
     def _line(self, source: str, line: str) -> None:
         if RESULT_MARKER in line:
             self.result_lines.append(line)
-        self.evidence.feed_line(line, source)
         pane = source
         if source.startswith("node") and " " not in source:
             i = int(source[4:])
@@ -308,7 +317,7 @@ class KernelTestRun:
                 "D702",
             )
         report.gates.append(g_exit)
-        ranks = self.evidence.ranks()
+        ranks = self.logs.facts.nccl_ranks()
         if cfg.kind in ("builtin", "trtllm"):
             results = parse_results(self.result_lines)
             report.gates.append(results_gate(results, cfg.world))
@@ -324,7 +333,7 @@ class KernelTestRun:
         if cfg.counters:
             after = {n.name: hwc.take_snapshot(n) for n in cfg.nodes}
             deltas = [hwc.delta(n, self._before.get(n, {}), after[n]) for n in after]
-            banner = tuple(e for r in ranks for e in r.evidence if "Selected provider" in e)
+            banner = tuple(r.evidence["provider"] for r in ranks if "provider" in r.evidence)
             report.gates.append(hwc.counters_gate(deltas, len(cfg.nodes) > 1, banner))
             report.counters = {d.node: d.to_json() for d in deltas}
         report.findings_seen = [{"source": src, **f.to_json()} for src, f in self.findings]
@@ -333,19 +342,19 @@ class KernelTestRun:
         return report
 
 
-def _rank_nets(ranks: list[RankNet], results: dict[int, dict]) -> dict[int, RankNet | None]:
+def _rank_nets(ranks: list[RankFacts], results: dict[int, dict]) -> dict[int, RankFacts | None]:
     """Which NCCL process is which rank: its own per-rank file, else host and pid.
 
     NCCL prints the host name cut at the first dot, Python's gethostname() may not.
     """
     by_pid = {(str(d.get("host") or "").split(".")[0], d.get("pid")): r for r, d in results.items()}
-    nets: dict[int, RankNet | None] = {}
+    nets: dict[int, RankFacts | None] = {}
     for rn in ranks:
         rank = next(
             (int(m.group(1)) for s in rn.sources if (m := re.match(r"^rank(\d+) nccl$", s))), None
         )
         if rank is None:
-            rank = by_pid.get((rn.host.split(".")[0], rn.pid))
+            rank = by_pid.get(((rn.host or "").split(".")[0], rn.pid))
         if rank is not None:
             nets[rank] = rn
     return nets
@@ -384,9 +393,7 @@ def regate(run_dir: str) -> KernelReport:
         source = _nccl_source(fname)
         if source:
             _feed_file(run, os.path.join(nccl_dir, fname), source)
-    for source, sp in run._split.items():
-        for line in sp.flush():
-            run._line(source, line)
+    run._flush()
     report = run.gate(codes=dict(saved.get("exit_codes") or {}))
     for g in saved.get("gates") or []:
         if g.get("gate") == "efa counters":
