@@ -129,3 +129,21 @@ def test_snapshot_script_runs_as_stdin_program(tmp_path):
         [sys.executable, "-", str(ib)], input=hwc.snapshot_script(), capture_output=True, check=True
     ).stdout
     assert set(json.loads(out)["devices"]) == {"rdmap85s0", "rdmap86s0"}
+
+
+def test_gate_since_a_snapshot_of_every_node(tmp_path):
+    # the smoke request and the kernel test: snapshot all nodes, act, gate what moved
+    ib = make_tree(tmp_path)
+    nodes = [LocalNode("a"), LocalNode("b")]
+    before = hwc.snapshots(nodes, root=str(ib))
+    assert sorted(before) == ["a", "b"]
+    idle, deltas = hwc.gate_since(before, nodes, root=str(ib))
+    assert idle.status is Status.FAIL and [d.node for d in deltas] == ["a", "b"]
+    bump(ib, "rdmap85s0", "rdma_write_bytes", 4096)
+    moved, _ = hwc.gate_since(before, nodes, root=str(ib))
+    assert moved.status is Status.PASS
+    # a node with no snapshot before has no baseline: not a pass
+    lost, _ = hwc.gate_since({"a": before["a"]}, nodes, root=str(ib))
+    assert lost.status is Status.UNKNOWN and lost.code == "T703"
+    one, _ = hwc.gate_since(before, nodes[:1], root=str(ib))
+    assert one.status is Status.SKIP

@@ -256,3 +256,21 @@ def test_channels_over_the_network_plugin_count_as_traffic_on_a_nic():
 
     rows = rank_table({0: {"host": "llama-3-8b-node-0-0", "numerics": "pass"}}, {0: ranks[0]}, 1)
     assert rows[0]["peers_via"] == ["NET/Libfabric"] and rows[0]["provider"] == "efa/efa/4"
+
+
+def test_the_reason_efa_is_not_expected_matches_the_launch():
+    from epdoctor.cli import build_parser
+    from epdoctor.commands.run import kernel_config
+    from epdoctor.launch.launcher import LocalNode
+
+    def expect(*flags: str, nodes: int):
+        args = build_parser().parse_args(["run", "kernel-test", *flags])
+        return kernel_config(args, {}, [LocalNode(f"n{i}") for i in range(nodes)]).expect
+
+    assert expect(nodes=1).reason.startswith("one node")
+    two = expect(nodes=2)
+    assert two.efa is True and two.multi_node and two.reason == ""
+    off = expect("--no-expect-efa", nodes=2)
+    assert off.efa is False and off.reason == "--no-expect-efa"
+    g = network_gate(evidence("p4d_4rank_socket_p2p.log").ranks(), 4, off)
+    assert g.status is Status.WARN and g.summary.endswith("(--no-expect-efa)")

@@ -491,7 +491,12 @@ def kernel_config(args: argparse.Namespace, plan: dict[str, Any], nodes: list[An
     efa_count = args.efa_count or (int(plan["efa_per_node"]) if plan.get("efa_per_node") else None)
     multi = len(nodes) > 1
     expect_efa = args.expect_efa if args.expect_efa is not None else (True if multi else None)
-    reason = "" if expect_efa else "one node: ranks talk over NVLink/PCIe, not a NIC"
+    if expect_efa:
+        reason = ""
+    elif multi:  # --no-expect-efa on several nodes: the operator's word, not a topology
+        reason = "--no-expect-efa"
+    else:
+        reason = "one node: ranks talk over NVLink/PCIe, not a NIC"
     tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else None
     test_args = list(builtin_args(tokens, args.baseline)) if kind == "builtin" else []
     test_args += args.test_arg
@@ -858,7 +863,7 @@ def _serve_json(out: Out, srun: Any, gate: Any) -> None:
 def run_smoke(args: argparse.Namespace) -> int:
     from epdoctor import exitcodes
     from epdoctor.launch import smoke
-    from epdoctor.launch.counters import counters_gate, delta, take_snapshot
+    from epdoctor.launch.counters import gate_since, snapshots
 
     out = Out(args)
     plan = load_plan(args.plan)
@@ -876,10 +881,9 @@ def run_smoke(args: argparse.Namespace) -> int:
         return code
     nodes = nodes_from_args(args)
     python = args.python or "python3"
-    before = {n.name: take_snapshot(n, python) for n in nodes}
+    before = snapshots(nodes, python)
     res = smoke.smoke(args.url, model, args.max_tokens)
-    after = {n.name: take_snapshot(n, python) for n in nodes}
-    cgate = counters_gate([delta(n, before[n], after[n]) for n in before], len(nodes) > 1)
+    cgate, _ = gate_since(before, nodes, python)
     if out.json:
         print(json.dumps({**res.to_json(), "counters": cgate.to_json()}, indent=2))
     else:

@@ -10,7 +10,7 @@ with no EFA device at all is SKIP for this gate. Never a pass by omission.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -44,6 +44,13 @@ def take_snapshot(node: Node, python: str = "python3", root: str | None = None) 
         return json.loads(out)
     except ValueError:
         return {"error": f"hw_counters snapshot on {node.name} printed no JSON"}
+
+
+def snapshots(
+    nodes: Sequence[Node], python: str = "python3", root: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """One snapshot per node, by node name: the "before" of gate_since()."""
+    return {n.name: take_snapshot(n, python, root) for n in nodes}
 
 
 @dataclass
@@ -177,6 +184,22 @@ def counters_gate(
             "T704",
         )
     return Gate("efa counters", Status.PASS, "EFA bytes moved on every node", tuple(ev))
+
+
+def gate_since(
+    before: Mapping[str, Mapping[str, Any]],
+    nodes: Sequence[Node],
+    python: str = "python3",
+    banner_evidence: tuple[str, ...] = (),
+    root: str | None = None,
+) -> tuple[Gate, list[NodeDelta]]:
+    """Snapshot every node again and gate what moved since ``before`` (from snapshots()).
+
+    A node without a "before" has no baseline: its counters cannot be read as moved.
+    """
+    after = snapshots(nodes, python, root)
+    deltas = [delta(name, before.get(name, {}), now) for name, now in after.items()]
+    return counters_gate(deltas, len(nodes) > 1, banner_evidence), deltas
 
 
 def _gb(n: int) -> str:

@@ -207,7 +207,7 @@ class KernelTestRun:
         for node, path, data in staging(cfg):
             node.put_file(path, data)  # type: ignore[attr-defined]
         if cfg.counters:
-            self._before = {n.name: hwc.take_snapshot(n) for n in cfg.nodes}
+            self._before = hwc.snapshots(cfg.nodes)
         self._t0 = time.monotonic()
         for node, spec in zip(cfg.nodes, build_specs(cfg), strict=True):
             self.group.add(node.start(spec))
@@ -331,10 +331,9 @@ class KernelTestRun:
         else:
             report.gates.append(network_gate(ranks, cfg.world, cfg.expect))
         if cfg.counters:
-            after = {n.name: hwc.take_snapshot(n) for n in cfg.nodes}
-            deltas = [hwc.delta(n, self._before.get(n, {}), after[n]) for n in after]
             banner = tuple(r.evidence["provider"] for r in ranks if "provider" in r.evidence)
-            report.gates.append(hwc.counters_gate(deltas, len(cfg.nodes) > 1, banner))
+            g_counters, deltas = hwc.gate_since(self._before, cfg.nodes, banner_evidence=banner)
+            report.gates.append(g_counters)
             report.counters = {d.node: d.to_json() for d in deltas}
         report.findings_seen = [{"source": src, **f.to_json()} for src, f in self.findings]
         report.logs = {p.name: f"{p.node.name}:{p.spec.log_path}" for p in self.group.procs}
