@@ -10,13 +10,14 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
+from epdoctor.screens.keyhelp import KeyHelp
 from epdoctor.screens.messages import SafeOutput
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Footer, Header, Log, Markdown, Static
+from textual.widgets import Button, Header, Log, Markdown, Static
 
 from epdoctor import knowledge
 from epdoctor.knowledge import Trap
@@ -101,7 +102,7 @@ class ExplainScreen(Screen[None]):
         with VerticalScroll(id="explain-body"):
             yield Markdown(trap_markdown(self.trap, self.finding), id="explain-md")
         yield Log(id="safe-output", max_lines=2000, classes="hidden")
-        yield Footer()
+        yield KeyHelp()
 
     def action_run_safe(self) -> None:
         if not self.trap.fix_safe:

@@ -24,6 +24,7 @@ from collections import deque
 from typing import Any
 
 from epdoctor.screens.explain import ConfirmScreen
+from epdoctor.screens.keyhelp import KeyHelp
 from epdoctor.screens.logpane import LogPane
 from epdoctor.screens.messages import GateUpdate, LaunchDone, LaunchFinding, LaunchStarted
 from rich.text import Text
@@ -32,7 +33,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, Select
+from textual.widgets import DataTable, Header, Input, Select
 
 WHATS = ("kernel-test", "serve", "smoke", "bench")
 FLUSH_S = 0.25  # panes redraw 4 times a second, as `epdoctor run` does
@@ -157,7 +158,7 @@ class LaunchScreen(Screen[None]):
         )
         with VerticalScroll(id="pane-scroll"):
             yield Grid(id="pane-grid")
-        yield Footer()
+        yield KeyHelp()
 
     def on_mount(self) -> None:
         self.query_one("#launch-status", DataTable).add_columns("step", "state", "summary", "code")

@@ -1,11 +1,15 @@
 """LogPane: one live log stream, with a capped window of lines, drawn lazily.
 
 Lines arrive in batches (the launch screen flushes a shared buffer a few times
-a second), so a flood of output costs one refresh per batch, not per line.
-Only the visible rows are rendered (render_line), and the pane keeps at most
-`max_lines`: memory stays bounded however long a run goes. Known signatures
-get a style from the launch layer's highlighter; a search term is marked and
-`next_match` jumps between hits.
+a second), so a flood of output costs one refresh per batch, not per line, and
+a batch longer than the window is cut to the window before anything is done
+with it. Only the visible rows are rendered (render_line), and the pane keeps
+at most `max_lines`: memory stays bounded however long a run goes. A longer
+window changes the pane's scroll limits only, never the screen's layout (the
+pane's own size is fixed by CSS). Known signatures get a style from the launch
+layer's highlighter; a search term is marked and `next_match` jumps between
+hits. Keys scroll at once (no smooth-scroll animation): reading a log that moves
+wants the line where the key put it, on the next frame.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Callable, Iterable
 
 from rich.segment import Segment
 from rich.style import Style
+from textual.actions import SkipAction
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -65,7 +70,14 @@ class LogPane(ScrollView, can_focus=True):
         An item is a line, or (line, style) when the producer already looked up its style
         (the launch worker does, so that work stays off the UI thread).
         """
-        n0 = self.total
+        if not isinstance(lines, (list, tuple)):
+            lines = list(lines)
+        if not lines:
+            return
+        self.total += len(lines)
+        cap = self.lines.maxlen
+        if cap is not None and len(lines) > cap:
+            lines = lines[-cap:]  # the rest would be dropped by the window anyway
         for item in lines:
             if isinstance(item, tuple):
                 line, style = item
@@ -75,24 +87,59 @@ class LogPane(ScrollView, can_focus=True):
                 line = item.expandtabs(4)
                 style = self._style_of(line)
             self.lines.append((line, style))
-            self.total += 1
             if len(line) > self._width:
                 self._width = min(len(line), MAX_WIDTH)
-        if self.total == n0:
-            return
         at_end = self.follow
         size = Size(self._width, len(self.lines))
-        if size != self.virtual_size:  # a full window keeps its size: no relayout per batch
-            self.virtual_size = size
+        if size != self.virtual_size:  # a full window keeps its size
+            self._set_virtual_size(size)
         now = time.monotonic()
-        if now - self._titled >= TITLE_EVERY_S:  # a new title relayouts the screen: not per batch
+        if now - self._titled >= TITLE_EVERY_S:  # the count in the title, once a second
             self._titled = now
             self.border_title = f"{self.stream} ({self.total} lines)"
         if at_end:
-            self.scroll_to(
-                y=max(0, len(self.lines) - self.scrollable_content_region.height), animate=False
-            )
+            self.scroll_to(y=self.max_scroll_y, animate=False)
         self.refresh()
+
+    def _set_virtual_size(self, size: Size) -> None:
+        """New scroll limits and scrollbars for a longer window, without a screen layout.
+
+        Assigning virtual_size reflows every widget on the screen, once per batch while the
+        windows fill (16 panes: a layout 4 times a second). Only this pane's scroll state
+        depends on it, so only that is updated; a scrollbar that appears asks for its own
+        layout (show_vertical_scrollbar is a layout reactive).
+        """
+        update = getattr(self, "_scroll_update", None)  # Textual's own after a layout
+        if update is None or not self.is_mounted:
+            self.virtual_size = size
+            return
+        self.set_reactive(ScrollView.virtual_size, size)
+        update(size)
+
+    # --- keys: scroll at once ---------------------------------------------
+    def _scroll_keys(self, dy: int | None = None, y: int | None = None) -> None:
+        if not self.allow_vertical_scroll:
+            raise SkipAction()
+        target = y if y is not None else int(self.scroll_offset.y) + (dy or 0)
+        self.scroll_to(y=max(0, min(target, self.max_scroll_y)), animate=False)
+
+    def action_scroll_up(self) -> None:
+        self._scroll_keys(dy=-1)
+
+    def action_scroll_down(self) -> None:
+        self._scroll_keys(dy=1)
+
+    def action_page_up(self) -> None:
+        self._scroll_keys(dy=-max(1, self.scrollable_content_region.height))
+
+    def action_page_down(self) -> None:
+        self._scroll_keys(dy=max(1, self.scrollable_content_region.height))
+
+    def action_scroll_home(self) -> None:
+        self._scroll_keys(y=0)
+
+    def action_scroll_end(self) -> None:
+        self._scroll_keys(y=self.max_scroll_y)  # back at the end: following again
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
@@ -114,6 +161,10 @@ class LogPane(ScrollView, can_focus=True):
             segments.append(Segment(text, base))
         strip = Strip(segments).crop(scroll_x, scroll_x + width)
         return strip.extend_cell_length(width).apply_style(self.rich_style)
+
+    def on_resize(self) -> None:
+        if self.follow:  # the first layout after lines arrived (or a new size): the tail
+            self.scroll_to(y=self.max_scroll_y, animate=False)
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)

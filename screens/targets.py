@@ -15,6 +15,7 @@ import shlex
 from collections import Counter
 from typing import Any
 
+from epdoctor.screens.keyhelp import KeyHelp
 from epdoctor.screens.messages import (
     DiagnosisDone,
     DiagnosisFailed,
@@ -27,7 +28,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, Static, Tree
+from textual.widgets import DataTable, Header, Input, Static, Tree
 
 from epdoctor.knowledge.tour import fact_text
 from epdoctor.model import Finding, Status
@@ -141,7 +142,7 @@ class TargetsScreen(Screen[None]):
         yield Static("", id="target-summary", markup=False)
         yield DataTable(id="target-table", cursor_type="row")
         yield Tree("findings", id="findings")
-        yield Footer()
+        yield KeyHelp()
 
     def on_mount(self) -> None:
         app = self.app

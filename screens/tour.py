@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from epdoctor.screens.keyhelp import KeyHelp
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, ListItem, ListView, Markdown, Static
+from textual.widgets import DataTable, Header, ListItem, ListView, Markdown, Static
 
 from epdoctor.knowledge import tour as tour_data
 
@@ -72,7 +73,7 @@ class TourScreen(Screen[None]):
                 yield Markdown("", id="tour-text")
                 yield Static("", id="tour-live", markup=False)
                 yield DataTable(id="tour-traps", cursor_type="row")
-        yield Footer()
+        yield KeyHelp()
 
     def on_mount(self) -> None:
         self.query_one("#tour-traps", DataTable).add_columns("code", "severity", "trap")

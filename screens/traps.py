@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from epdoctor.screens.keyhelp import KeyHelp
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, Select, Static
+from textual.widgets import DataTable, Header, Input, Select, Static
 
 from epdoctor import knowledge
 from epdoctor.knowledge import LAYERS, Trap
@@ -49,7 +50,7 @@ class TrapsScreen(Screen[None]):
         yield Static("", id="trap-count")
         yield DataTable(id="trap-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="trap-detail", markup=False)
-        yield Footer()
+        yield KeyHelp()
 
     def on_mount(self) -> None:
         table = self.query_one("#trap-table", DataTable)

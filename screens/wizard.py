@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from epdoctor.screens.keyhelp import KeyHelp
 from epdoctor.screens.messages import PlanComputed, PlanWritten
 from rich.text import Text
 from textual import on, work
@@ -17,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, Label, Select, Static
+from textual.widgets import DataTable, Header, Input, Label, Select, Static
 
 from epdoctor.plan import questions as Q
 
@@ -47,7 +48,7 @@ class WizardScreen(Screen[None]):
                 yield Input(
                     value="epdoctor-plan", placeholder="write to directory", id="wizard-out"
                 )
-        yield Footer()
+        yield KeyHelp()
 
     async def on_mount(self) -> None:
         table = self.query_one("#wizard-reasons", DataTable)

@@ -382,6 +382,83 @@ async def test_sixteen_panes_keep_a_capped_window_and_search():
         assert all(isinstance(p, LogPane) and p.search == "boom" for p in screen.panes.values())
 
 
+async def test_growing_panes_keep_the_screen_layout_and_follow_the_tail():
+    app = _launch_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = app.screen
+        for i in range(20):  # past the pane's height: the scrollbars appear (one layout)
+            for r in range(4):
+                screen._sink(f"rank{r}", f"rank {r} line {i}")
+        screen.flush()
+        await pilot.pause(0.3)
+        layouts: list[int] = []
+        real = screen._refresh_layout
+        screen._refresh_layout = lambda *a, **k: (layouts.append(1), real(*a, **k))[1]
+        for i in range(20, 1520, 100):  # the windows grow batch by batch
+            for k in range(100):
+                for r in range(4):
+                    screen._sink(f"rank{r}", f"rank {r} line {i + k}")
+            screen.flush()
+            await pilot.pause(0.05)
+        assert layouts == []  # a longer window changes a pane's scroll limits, not the screen
+        pane = screen.panes["rank2"]
+        rows = pane.scrollable_content_region.height
+        assert len(pane.lines) == 1520 and pane.max_scroll_y == 1520 - rows
+        assert pane.scroll_offset.y == pane.max_scroll_y  # following the tail
+        assert pane.vertical_scrollbar.window_virtual_size == 1520
+        await pilot.pause(0.1)
+        assert pane.render_line(rows - 1).text.startswith("rank 2 line 1519")
+
+
+async def test_keys_scroll_a_pane_at_once_and_end_follows_again():
+    app = _launch_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = app.screen
+        for i in range(300):
+            screen._sink("rank0", f"line {i}")
+        screen.flush()
+        await pilot.pause(0.3)
+        pane = screen.panes["rank0"]
+        pane.focus()
+        end = pane.max_scroll_y
+        await pilot.press("up")
+        assert pane.scroll_offset.y == end - 1 and not pane.follow  # no scroll animation
+        await pilot.press("pageup")
+        assert pane.scroll_offset.y == end - 1 - pane.scrollable_content_region.height
+        screen._sink("rank0", "line 300")
+        screen.flush()
+        await pilot.pause(0.1)
+        assert pane.scroll_offset.y < pane.max_scroll_y  # reading back: new lines do not pull
+        await pilot.press("end")
+        assert pane.follow and pane.scroll_offset.y == pane.max_scroll_y
+        await pilot.press("home")
+        assert pane.scroll_offset.y == 0
+
+
+async def test_key_help_is_rebuilt_only_when_its_keys_change():
+    from textual.widgets._footer import FooterKey
+
+    app = _launch_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = app.screen
+        for r in range(3):
+            screen._sink(f"rank{r}", "a line")
+        screen.flush()
+        await pilot.pause(0.3)
+        screen.panes["rank0"].focus()
+        await pilot.pause(0.3)
+        before = list(screen.query(FooterKey))
+        await pilot.press("tab")  # to the next pane: the same keys
+        await pilot.pause(0.3)
+        assert app.focused is screen.panes["rank1"]
+        assert list(screen.query(FooterKey)) == before  # the same widgets, not recomposed
+        keys = {k.description for k in before}
+        assert {"Launch…", "Stop all", "Search panes"} <= keys
+        await pilot.press("f2")  # other keys: drawn
+        await pilot.pause(0.3)
+        assert "Diagnose" in {k.description for k in app.screen.query(FooterKey)}
+
+
 # --------------------------------------------------------------------------- tour
 async def test_tour_walks_layers_and_shows_live_facts_after_diagnosis():
     from epdoctor.knowledge import tour
