@@ -224,30 +224,9 @@ def run_dir(args: argparse.Namespace, what: str) -> str:
 
 def nodes_from_args(args: argparse.Namespace) -> list[Any]:
     """Where the launch runs: this host, or the SSH hosts / pods the target flags name."""
-    from epdoctor.launch.launcher import LocalNode
-    from epdoctor.model import EpdoctorError
-    from epdoctor.targets.base import TargetError
-    from epdoctor.targets.selection import targets_from_args
+    from epdoctor.launch.nodes import nodes_from_args as launch_nodes
 
-    if getattr(args, "bundle", None):
-        raise EpdoctorError("--bundle replays a saved diagnosis; it cannot run anything")
-    if getattr(args, "nodes", False):
-        raise EpdoctorError(
-            "--nodes probes nodes through read-only Job pods; launch into the "
-            "engine's pods with --pod or -l instead"
-        )
-    try:
-        targets = targets_from_args(args)
-    except TargetError as exc:
-        raise EpdoctorError(str(exc)) from exc
-    nodes: list[Any] = []
-    for t in targets:
-        if t.info.kind == "local":
-            nodes.append(LocalNode("local"))
-        elif callable(getattr(t, "exec", None)):
-            nodes.append(remote_node(t))
-        else:
-            raise EpdoctorError(f"{t.info.kind} target {t.info.name} cannot start processes")
+    nodes = launch_nodes(args)
     _OPEN.extend(nodes)
     return nodes
 
@@ -255,44 +234,10 @@ def nodes_from_args(args: argparse.Namespace) -> list[Any]:
 _OPEN: list[Any] = []  # nodes this invocation opened: their connections close at the end
 
 
-def remote_node(target: Any) -> Any:
-    """A ShellNode over a target's exec (SSH channel or pod exec); its transport errors
-    become failed commands, so one lost node never crashes the launch of the others."""
-    from epdoctor.launch.shell_node import ShellNode
-    from epdoctor.targets.base import TargetError
-
-    def exec_fn(cmd: str, stdin: bytes, timeout: float) -> tuple[int | None, bytes, bytes]:
-        try:
-            return target.exec(cmd, stdin, timeout)
-        except TargetError as exc:
-            return None, b"", str(exc).encode()
-
-    node = ShellNode(target.info.name, target.info.kind, exec_fn)
-    node.address = _address_of(target)  # type: ignore[attr-defined]
-    node.close = target.close  # type: ignore[method-assign]
-    return node
-
-
-def _address_of(target: Any) -> str:
-    host = getattr(target, "host", None)
-    for attr in ("hostname", "host", "address"):
-        v = getattr(host, attr, None)
-        if isinstance(v, str) and v:
-            return v
-    pod = getattr(target, "pod", None)
-    if isinstance(pod, dict):
-        ip = (pod.get("status") or {}).get("podIP")
-        if ip:
-            return str(ip)
-    return target.info.name
-
-
 def close_nodes(nodes: list[Any]) -> None:
-    for n in nodes:
-        try:
-            n.close()
-        except Exception:
-            pass
+    from epdoctor.launch.nodes import close_nodes as close
+
+    close(nodes)
 
 
 def confirm(args: argparse.Namespace, out: Out, lines: list[str], what: str) -> int | None:

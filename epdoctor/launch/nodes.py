@@ -1,0 +1,110 @@
+"""Where a launch runs: the selected targets as launcher Nodes.
+
+The local host is a LocalNode. An SSH host or a Kubernetes pod (any target with
+an exec channel) is a ShellNode over that channel; its transport errors become
+failed commands, so one lost node never crashes the launch of the others. A
+bundle replays a saved diagnosis and the node-probe Jobs of ``--nodes`` only
+read: neither can start anything, and saying so beats launching elsewhere.
+`epdoctor run` and the terminal app both take their nodes from here.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from typing import Any
+
+from epdoctor.launch.launcher import LocalNode, Node
+from epdoctor.launch.shell_node import ShellNode
+from epdoctor.model import EpdoctorError
+
+
+def nodes_from_args(args: argparse.Namespace) -> list[Node]:
+    """The nodes the target flags name (this host when they name none)."""
+    from epdoctor.targets.base import TargetError
+    from epdoctor.targets.selection import targets_from_args
+
+    if getattr(args, "bundle", None):
+        raise EpdoctorError("--bundle replays a saved diagnosis; it cannot run anything")
+    if getattr(args, "nodes", False):
+        raise EpdoctorError(
+            "--nodes probes nodes through read-only Job pods; launch into the "
+            "engine's pods with --pod or -l instead"
+        )
+    try:
+        targets = targets_from_args(args)
+    except TargetError as exc:
+        raise EpdoctorError(str(exc)) from exc
+    return nodes_for(targets)
+
+
+def nodes_for(targets: list[Any]) -> list[Node]:
+    nodes: list[Node] = []
+    for t in targets:
+        if t.info.kind == "local":
+            nodes.append(LocalNode("local"))
+        elif callable(getattr(t, "exec", None)):
+            nodes.append(remote_node(t))
+        else:
+            close_nodes(nodes)
+            raise EpdoctorError(f"{t.info.kind} target {t.info.name} cannot start processes")
+    return nodes
+
+
+def remote_node(target: Any) -> ShellNode:
+    """A ShellNode over a target's exec (SSH channel or pod exec)."""
+    from epdoctor.targets.base import TargetError
+
+    def exec_fn(cmd: str, stdin: bytes, timeout: float) -> tuple[int | None, bytes, bytes]:
+        try:
+            return target.exec(cmd, stdin, timeout)
+        except TargetError as exc:
+            return None, b"", str(exc).encode()
+
+    node = ShellNode(target.info.name, target.info.kind, exec_fn)
+    node.address = address_of(target)  # type: ignore[attr-defined]
+    node.close = target.close  # type: ignore[method-assign]
+    return node
+
+
+def address_of(target: Any) -> str:
+    """How the other nodes reach this one (the rendezvous and leader address)."""
+    host = getattr(target, "host", None)
+    for attr in ("hostname", "host", "address"):
+        v = getattr(host, attr, None)
+        if isinstance(v, str) and v:
+            return v
+    pod = getattr(target, "pod", None)
+    if isinstance(pod, dict):
+        ip = (pod.get("status") or {}).get("podIP")
+        if ip:
+            return str(ip)
+    return str(target.info.name)
+
+
+def close_nodes(nodes: list[Any]) -> None:
+    """Close every node's connection; one that fails to close spares none of the others."""
+    for n in nodes:
+        try:
+            n.close()
+        except Exception:
+            pass
+
+
+_KIND = {"ssh": ("SSH host", "SSH hosts"), "pod": ("pod", "pods")}
+
+
+def where(nodes: list[Node]) -> str:
+    """The nodes in a few words, for a confirmation: 'this host', '2 SSH hosts (a, b)'."""
+    if not nodes:
+        return "no node"
+    if all(isinstance(n, LocalNode) for n in nodes):
+        return "this host" if len(nodes) == 1 else f"this host ({len(nodes)} nodes)"
+    kinds = Counter(n.kind for n in nodes)
+    one, many = (
+        _KIND.get(next(iter(kinds)), ("node", "nodes")) if len(kinds) == 1 else ("node", "nodes")
+    )
+    if len(nodes) == 1:
+        return f"{one} {nodes[0].name}"
+    names = ", ".join(n.name for n in nodes[:4]) + (", …" if len(nodes) > 4 else "")
+    return f"{len(nodes)} {many} ({names})"
