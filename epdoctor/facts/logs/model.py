@@ -274,11 +274,16 @@ class LogFacts:
         elif m := sig.SOCKET_USING.match(msg):
             r.socket_ifs.append(m["ifs"])
             r.evidence["net_socket"] = ev
+        # every failure wording holds "ailed": the regexes run only on those few lines
         if (
-            sig.OFI_INIT_FAILED.search(msg)
-            or sig.NET_INIT_FAILED.match(msg)
-            or sig.NET_ANY_FAILED.search(msg)
-        ) and len(r.net_failures) < MAX_PER_RANK:
+            "ailed" in msg
+            and len(r.net_failures) < MAX_PER_RANK
+            and (
+                sig.OFI_INIT_FAILED.search(msg)
+                or sig.NET_INIT_FAILED.match(msg)
+                or sig.NET_ANY_FAILED.search(msg)
+            )
+        ):
             r.net_failures.append(msg[:MAX_TEXT])
         if sig.OFI_INIT_FAILED.search(msg):
             r.ofi_init_failed = True
