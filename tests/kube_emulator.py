@@ -13,7 +13,11 @@ corrected or added:
   (``involvedObject.*`` on events, ``spec.nodeName``, ``metadata.name``) are
   applied, as the real server does, instead of being ignored.
 * pod logs: ``/pods/<name>/log`` answers ``text/plain`` from ``logs`` (keyed
-  by namespace, pod, container, previous), with ``tailLines`` applied.
+  by namespace, pod, container, previous), with ``tailLines`` applied. With
+  ``follow=true`` it streams (chunked, as the real server does) what is there,
+  then what ``RunningEmulator.append_log`` adds, until the log is in
+  ``ended_logs`` (its container ended) or the client closes; ``log_followers``
+  counts the streams open per log.
 * exec: the websocket channel protocol (v5 and v4 subprotocols; channel 0
   stdin, 1 stdout, 2 stderr, 3 status, 4 resize, 255 close), running the
   requested command as a real local subprocess, so the node probe really runs
@@ -163,6 +167,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
         for g, v, plural, _kind, _ns, _subs in RESOURCES:
             self.resources[kmock.resource(g, v, plural)] = kmock.ResourceInfo()
         self.logs: dict[tuple[str, str, str, bool], str] = {}
+        # follow=true streams: how many are open per log key, and the logs whose container ended
+        self.log_followers: dict[tuple[str, str, str, bool], int] = {}
+        self.ended_logs: set[tuple[str, str, str, bool]] = set()
         self.forbid_exec: set[tuple[str, str]] = set()
         self.exec_calls: list[dict[str, Any]] = []
         self.exec_env: dict[str, str] = {}
@@ -201,6 +208,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if m and m.group("plural") == "pods" and m.group("sub") == "exec":
             return await self._exec(raw, m.group("ns"), m.group("name"))
         if m and m.group("plural") == "pods" and m.group("sub") == "log" and raw.method == "GET":
+            if raw.query.get("follow") in ("true", "1"):
+                return await self._follow_log(raw, m.group("ns"), m.group("name"))
             return self._log(raw, m.group("ns"), m.group("name"))
         resp = await super().__call__(raw)
         if m and m.group("plural") == "jobs" and self.run_jobs and resp.status in (200, 201):
@@ -274,6 +283,41 @@ class KubeEmulator(kmock.KubernetesEmulator):
             lines = text.splitlines(keepends=True)
             text = "".join(lines[-int(tail) :])
         return aiohttp.web.Response(text=text, content_type="text/plain")
+
+    async def _follow_log(
+        self, raw: aiohttp.web.BaseRequest, ns: str, name: str
+    ) -> aiohttp.web.StreamResponse:
+        """``follow=true``: what is there, then what is appended (``logs[key]`` grows), as
+        chunked HTTP, until the container ends (``ended_logs``) or the client goes away."""
+        pod = self.get("pods", ns, name)
+        if pod is None:
+            return self._status(404, "NotFound", f'pods "{name}" not found')
+        containers = [c["name"] for c in pod["spec"]["containers"]]
+        container = raw.query.get("container") or containers[0]
+        key = (ns, name, container, raw.query.get("previous") in ("true", "1"))
+        resp = aiohttp.web.StreamResponse(headers={"Content-Type": "text/plain"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(raw)
+        self.log_followers[key] = self.log_followers.get(key, 0) + 1
+        sent = 0
+        try:
+            while True:
+                text = self.logs.get(key, "")
+                if len(text) > sent:
+                    await resp.write(text[sent:].encode())
+                    sent = len(text)
+                elif key in self.ended_logs:
+                    break
+                elif raw.transport is None or raw.transport.is_closing():
+                    return resp  # the client closed the stream
+                else:
+                    await asyncio.sleep(0.02)
+            await resp.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.log_followers[key] -= 1
+        return resp
 
     # -- Job controller + kubelet, for the node Job mode ---------------------------------------
 
@@ -458,9 +502,52 @@ class RunningEmulator:
         for obj in objs:
             asyncio.run_coroutine_threadsafe(_put(self.emulator, obj), self.loop).result(5)
 
+    def append_log(self, key: tuple[str, str, str, bool], text: str, end: bool = False) -> None:
+        """A container writes ``text`` (and ends, with ``end``), on the emulator's loop."""
+
+        async def write() -> None:
+            self.emulator.logs[key] = self.emulator.logs.get(key, "") + text
+            if end:
+                self.emulator.ended_logs.add(key)
+
+        asyncio.run_coroutine_threadsafe(write(), self.loop).result(5)
+
 
 async def _put(em: KubeEmulator, obj: dict[str, Any]) -> None:
     em.put(obj)
+
+
+def running_pod(
+    name: str,
+    namespace: str,
+    containers: tuple[str, ...] = ("vllm",),
+    restarts: int = 0,
+    init_containers: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """A Running pod on 127.0.0.1 whose containers (and finished init containers) are in
+    their real status shape, labelled app=engine."""
+
+    def status(c: str, state: dict[str, Any], n: int) -> dict[str, Any]:
+        return {"name": c, "ready": "running" in state, "restartCount": n,
+                "image": "x", "imageID": "x", "state": state}  # fmt: skip
+
+    running = {"running": {"startedAt": "2026-12-03T10:00:00Z"}}
+    done = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": "engine"}},
+        "spec": {"containers": [{"name": c, "image": "x"} for c in containers]},
+        "status": {
+            "phase": "Running",
+            "podIP": "127.0.0.1",
+            "containerStatuses": [status(c, running, restarts) for c in containers],
+        },
+    }
+    if init_containers:
+        pod["spec"]["initContainers"] = [{"name": c, "image": "x"} for c in init_containers]
+        pod["status"]["initContainerStatuses"] = [status(c, done, 0) for c in init_containers]
+    return pod
 
 
 def kubeconfig_text(url: str, context: str = "emulator", namespace: str = "default") -> str:

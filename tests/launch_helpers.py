@@ -1,4 +1,4 @@
-"""Shared by the launch tests: which Python has PyTorch, and free loopback ports."""
+"""Shared by the launch tests: which Python has PyTorch, free loopback ports, the fake engine."""
 
 from __future__ import annotations
 
@@ -7,8 +7,11 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+ENGINE = str(Path(__file__).parent / "fake_engine.py")  # stands in for the engine
 
 
 def torch_python() -> str | None:

@@ -9,7 +9,7 @@ keys under /tmp, absolute -f path, the user unlocked with ``usermod -p '*'`` sin
 and every file the user must read made world-readable.
 
 Also here: a TCP listener that accepts and never speaks, and a port with nothing listening.
-Import the fixtures into a test module with ``from sshd_fixture import ssh_lab  # noqa: F401``.
+tests/conftest.py makes the ``ssh_lab`` fixture available to every test module.
 """
 
 from __future__ import annotations

@@ -11,49 +11,23 @@ import json
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
-from launch_helpers import TORCH_PY, free_port, needs_torch
+from launch_helpers import ENGINE, TORCH_PY, free_port, needs_torch
 
 from epdoctor.cli import main
 from epdoctor.launch.http import request
 
 pytest.importorskip("kmock")
-from kube_emulator import running
+from kube_emulator import running_pod
 
 NS = "ep"
-ENGINE = str(Path(__file__).parent / "fake_engine.py")
-
-
-def pod(name: str) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS, "labels": {"app": "engine"}},
-        "spec": {"containers": [{"name": "vllm", "image": "x"}]},
-        "status": {
-            "phase": "Running",
-            "podIP": "127.0.0.1",
-            "containerStatuses": [
-                {
-                    "name": "vllm",
-                    "ready": True,
-                    "restartCount": 0,
-                    "image": "x",
-                    "imageID": "x",
-                    "state": {"running": {"startedAt": "2026-12-03T10:00:00Z"}},
-                }
-            ],
-        },
-    }
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with running(tmp_path_factory.mktemp("kube")) as emu:
-        emu.put(pod("engine-0"), pod("engine-1"))
-        yield emu
+def cluster(kube_api):
+    kube_api.put(running_pod("engine-0", NS), running_pod("engine-1", NS))
+    return kube_api
 
 
 def _group_alive(pgid: int) -> bool:

@@ -11,26 +11,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
+from launch_helpers import ENGINE, free_port
 
 from epdoctor.cli import main
 from epdoctor.launch import bench, readiness, smoke
 from epdoctor.launch.http import request
 from epdoctor.model import Status
-
-ENGINE = str(Path(__file__).parent / "fake_engine.py")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Engine:

@@ -11,14 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-from launch_helpers import TORCH_PY, free_port, needs_torch
-from sshd_fixture import ssh_lab, user_processes  # noqa: F401
+from launch_helpers import ENGINE, TORCH_PY, free_port, needs_torch
+from sshd_fixture import user_processes
 
 from epdoctor.cli import main
 from epdoctor.launch.http import request
 
 pytestmark = pytest.mark.sshd
-ENGINE = str(Path(__file__).parent / "fake_engine.py")  # stands in for the engine
 
 
 def shared_dir() -> str:
@@ -28,11 +27,11 @@ def shared_dir() -> str:
 
 
 @pytest.fixture(scope="module")
-def hosts(ssh_lab):  # noqa: F811
+def hosts(ssh_lab):
     return [ssh_lab.start_host("launch-a"), ssh_lab.start_host("launch-b")]
 
 
-def test_serve_over_ssh_then_smoke_then_stop(ssh_lab, hosts, capsys):  # noqa: F811
+def test_serve_over_ssh_then_smoke_then_stop(ssh_lab, hosts, capsys):
     port = free_port()
     rdir = shared_dir()
     rc = main(
@@ -72,7 +71,7 @@ def test_serve_over_ssh_then_smoke_then_stop(ssh_lab, hosts, capsys):  # noqa: F
     assert not user_processes(f"--port {port}")
 
 
-def test_serve_over_ssh_stops_the_remote_group_at_the_budget(ssh_lab, hosts, capsys):  # noqa: F811
+def test_serve_over_ssh_stops_the_remote_group_at_the_budget(ssh_lab, hosts, capsys):
     port = free_port()
     rc = main(
         [
@@ -113,7 +112,7 @@ def _others_can_run(path: str | None) -> bool:
 @pytest.mark.skipif(
     not _others_can_run(TORCH_PY), reason="the PyTorch python is not readable by the SSH test user"
 )
-def test_kernel_test_on_two_ssh_hosts(ssh_lab, hosts, capsys):  # noqa: F811
+def test_kernel_test_on_two_ssh_hosts(ssh_lab, hosts, capsys):
     rdir = shared_dir()
     rc = main(
         [
@@ -149,7 +148,7 @@ def test_kernel_test_on_two_ssh_hosts(ssh_lab, hosts, capsys):  # noqa: F811
     assert Path(rdir, "report.json").exists()
 
 
-def test_a_failing_preflight_stops_the_launch(ssh_lab, hosts, capsys):  # noqa: F811
+def test_a_failing_preflight_stops_the_launch(ssh_lab, hosts, capsys):
     # these hosts have no GPU and no EFA: diagnose finds failures, so nothing may start
     rdir = shared_dir()
     rc = main(

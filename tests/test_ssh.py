@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 from nodefs import have_gcc, nccl_lib
 from sshd_fixture import USER, SshLab, dead_port, sudo_rule, user_processes
-from sshd_fixture import ssh_lab as ssh_lab  # the fixture
 
 from epdoctor.checks.base import Context
 from epdoctor.cli import build_parser

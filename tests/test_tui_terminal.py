@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-from sshd_fixture import ssh_lab  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLE = str(ROOT / "tests" / "fixtures" / "tui" / "three-nodes.tar.gz")
@@ -67,7 +66,7 @@ class Tmux:
         subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
 
 
-def test_tui_in_tmux_against_a_bundle_and_a_real_sshd_host(ssh_lab, tmp_path):  # noqa: F811
+def test_tui_in_tmux_against_a_bundle_and_a_real_sshd_host(ssh_lab, tmp_path):
     host = ssh_lab.start_host("tui-ssh")
     flags = [
         "--bundle",
