@@ -1,18 +1,29 @@
-"""`epdoctor logs FILE...`: which network each rank's NCCL used, and the traps in the log."""
+"""`epdoctor logs FILE...`: which network each rank's NCCL used, and the traps in the log.
+
+Sources: files ('-' is stdin, .gz is read), pod containers (``--pod``, ``--all-containers``) and
+files on SSH hosts (``--ssh host:/path``). ``--follow`` reads them all at once as they grow,
+each in its own reader thread (epdoctor.targets.logstream), into ONE LogAnalyzer fed per source,
+so a finding prints the moment its line arrives and ranks are still compared across sources.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
-import time
+from collections.abc import Iterator
+from typing import Any
 
 from epdoctor import exitcodes
 from epdoctor.model import EpdoctorError, Status
+from epdoctor.redact import redact_text
 
 NAME = "logs"
-HELP = "analyze NCCL / aws-ofi-nccl / DeepEP / engine logs per rank (files, '-', .gz)"
+HELP = "analyze NCCL / aws-ofi-nccl / DeepEP / engine logs per rank (files, '-', .gz, pods, SSH)"
 TRANSPORTS = ("gin-proxy", "efa-gda")
+FOLLOW_EVIDENCE = 3  # evidence lines printed under a finding as it arrives
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -28,7 +39,14 @@ def register(p: argparse.ArgumentParser) -> None:
         "-f",
         "--follow",
         action="store_true",
-        help="keep reading as the file grows; findings print as they appear",
+        help="keep reading every source as it grows (files, --pod, --ssh); findings print "
+        "as their lines arrive; Ctrl-C ends it",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="S",
+        help="with --follow: stop following after S seconds (as Ctrl-C would)",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="also show passed checks")
     g = p.add_argument_group("what the run should have used")
@@ -47,6 +65,12 @@ def register(p: argparse.ArgumentParser) -> None:
         "-n", "--namespace", metavar="NS", help="namespace of --pod (default: the context's)"
     )
     k.add_argument("-c", "--container", metavar="NAME", help="container (default: the first)")
+    k.add_argument(
+        "--all-containers",
+        action="store_true",
+        help="every container of each --pod (init, app and ephemeral, as kubectl), "
+        "each its own source",
+    )
     k.add_argument("--previous", action="store_true", help="the previous (crashed) container's log")
     k.add_argument("--context", metavar="NAME", help="kubeconfig context")
     k.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (default: $KUBECONFIG)")
@@ -78,64 +102,93 @@ def context_of(args: argparse.Namespace):
     return Context(transport=args.transport, instance=args.instance, options=opts)
 
 
-def remote_streams(args: argparse.Namespace) -> list:
-    """(name, chunk iterator) for each --pod and --ssh source; heavy clients imported here."""
-    from epdoctor.targets.base import TargetError
-
-    out = []
-    try:
-        if args.pod:
-            from epdoctor.targets import kube
-
-            if args.namespace:
-                kube.valid_namespace(args.namespace)
-            if args.container:
-                kube.valid_container_name(args.container)
-            session = kube.KubeSession.connect(args.context, args.kubeconfig, None)
-            for name in args.pod:
-                for pod in kube.select_pods(
-                    session, namespace=args.namespace, pod=name, selector=None, all_namespaces=False
-                ):
-                    t = kube.KubePodTarget(session, pod, args.container)
-                    out.append((f"pod/{t.info.name}", t.read_logs(previous=args.previous)))
-        for spec in args.ssh:
-            from epdoctor.targets.ssh_cli import remote_log
-
-            out.append(
-                (
-                    spec,
-                    remote_log(
-                        spec,
-                        follow=False,
-                        identity=tuple(args.identity),
-                        known_hosts=args.known_hosts,
-                    ),
-                )
-            )
-    except TargetError as exc:
-        raise EpdoctorError(str(exc)) from exc
-    return out
-
-
-def run(args: argparse.Namespace) -> int:
+def _check_args(args: argparse.Namespace) -> None:
+    """Refuse what cannot work before anything is opened or connected."""
     if not (args.files or args.pod or args.ssh):
         raise EpdoctorError("give log files, '-', --pod NAME or --ssh HOST:/PATH")
-    if args.follow and (args.pod or args.ssh):
-        raise EpdoctorError(
-            "--follow reads files and stdin; pipe `kubectl logs -f` into `epdoctor logs -f -`"
-        )
+    if args.all_containers and args.container:
+        raise EpdoctorError("--all-containers reads every container: leave out -c/--container")
+    if (args.all_containers or args.previous) and not args.pod:
+        raise EpdoctorError("--all-containers and --previous go with --pod")
+    if args.timeout is not None and (not args.follow or args.timeout <= 0):
+        raise EpdoctorError("--timeout S (S > 0) goes with --follow")
     for path in args.files:
         if path != "-" and not os.path.isfile(path):
             raise EpdoctorError(f"no such log file: {path}")
+
+
+def remote_streams(args: argparse.Namespace, follow: bool = False) -> tuple[list, list[str]]:
+    """A LogStream for each --pod container and --ssh file, and notes on the containers that
+    have no log to read; names are checked before anything connects."""
+    from epdoctor.targets.base import TargetError
+
+    try:
+        ssh = _ssh_streams(args, follow) if args.ssh else []  # checked first: connects later
+        pods, notes = _pod_streams(args, follow) if args.pod else ([], [])
+    except TargetError as exc:
+        raise EpdoctorError(redact_text(str(exc))) from exc
+    return pods + ssh, notes
+
+
+def _ssh_streams(args: argparse.Namespace, follow: bool) -> list:
+    from epdoctor.targets.ssh_cli import remote_log_stream
+
+    ids = tuple(args.identity)
+    return [
+        remote_log_stream(spec, follow=follow, identity=ids, known_hosts=args.known_hosts)
+        for spec in args.ssh
+    ]
+
+
+def _pod_streams(args: argparse.Namespace, follow: bool) -> tuple[list, list[str]]:
+    from epdoctor.targets import kube
+
+    for name in args.pod:
+        kube.valid_pod_name(name)
+    if args.namespace:
+        kube.valid_namespace(args.namespace)
+    if args.container:
+        kube.valid_container_name(args.container)
+    session = kube.KubeSession.connect(args.context, args.kubeconfig, None)
+    streams, notes = [], []
+    for name in args.pod:
+        for pod in kube.select_pods(session, namespace=args.namespace, pod=name):
+            t = kube.KubePodTarget(session, pod, args.container)
+            if not args.all_containers:
+                streams.append(t.log_stream(f"pod/{t.info.name}", None, args.previous, follow))
+                continue
+            for c in kube.pod_containers(pod):
+                why = kube.log_absent(pod, c, args.previous)
+                if why:
+                    notes.append(f"pod/{t.info.name}/{c}: not read, {why}")
+                    continue
+                streams.append(t.log_stream(f"pod/{t.info.name}/{c}", c, args.previous, follow))
+    return streams, notes
+
+
+def _note(text: str) -> None:
+    print(f"epdoctor: {redact_text(text)}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    _check_args(args)
+    streams, notes = remote_streams(args, follow=args.follow)
+    for n in notes:
+        _note(n)
+    if not (args.files or streams):
+        raise EpdoctorError("no log to read: " + "; ".join(notes))
     if args.follow:
-        return _follow(args)
+        return _follow(args, streams)
     from epdoctor.checks.logs import analyze_paths
     from epdoctor.targets.base import TargetError
 
     try:
-        a = analyze_paths(args.files, context_of(args), streams=remote_streams(args))
+        a = analyze_paths(args.files, context_of(args), streams=[(s.name, s) for s in streams])
     except (OSError, TargetError) as exc:
-        raise EpdoctorError(f"cannot read log: {exc}") from exc
+        raise EpdoctorError(redact_text(f"cannot read log: {exc}")) from exc
+    finally:
+        for s in streams:
+            s.stop()
     _render(args, a)
     return _exit(a.findings, args.fail_on)
 
@@ -158,52 +211,76 @@ def _render(args: argparse.Namespace, a) -> None:
         logs_report.render_text(console(), a, verbose=args.verbose)
 
 
-def _exit(findings, fail_on: str) -> int:
+def _exit(findings, fail_on: str, lost: bool = False) -> int:
+    """Findings at the level first; else a source that could not be read is an error."""
     threshold = Status(fail_on).rank
-    return exitcodes.FINDINGS if any(f.status.rank >= threshold for f in findings) else exitcodes.OK
+    if any(f.status.rank >= threshold for f in findings):
+        return exitcodes.FINDINGS
+    return exitcodes.ERROR if lost else exitcodes.OK
 
 
-def _follow(args: argparse.Namespace) -> int:
-    """tail -f every file (or stdin); print each finding the moment its line arrives."""
+# ---- --follow ---------------------------------------------------------------------------------
+
+
+def _follow(args: argparse.Namespace, remote: list) -> int:
+    """Every source at once; each finding printed the moment the line that proves it arrives.
+
+    Ends at Ctrl-C (SIGTERM and SIGHUP too), at --timeout, or when every source ended (stdin
+    at EOF, a pod's container finished); every remote reader is stopped before the verdicts
+    that wait for the end of the log print."""
     from epdoctor.checks.logs import LogAnalyzer
-    from epdoctor.reports.logs_report import finding_line
+    from epdoctor.targets.logstream import file_stream, follow
 
-    ctx = context_of(args)
-    streams = []
-    analyzers = []
-    for path in args.files:
-        f = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
-        an = LogAnalyzer(ctx, "stdin" if path == "-" else path)
-        analyzers.append(an)
-        streams.append((path, f, an))
+    an = LogAnalyzer(context_of(args))
+    streams = [file_stream(p, follow=True) for p in args.files] + remote
     seen: list = []
+    lost = False
     try:
-        while streams:
-            idle = True
-            for item in list(streams):
-                path, f, an = item
-                data = os.read(f.fileno(), 1 << 20) if path == "-" else f.read(1 << 20)
-                if path == "-" and not data:
-                    streams.remove(item)
-                    continue
-                if data:
-                    idle = False
-                    for fd in an.feed(data):
-                        seen.append(fd)
-                        if not args.json:
-                            print(f"{finding_line(fd)} ({an.source})", flush=True)
-            if idle:
-                time.sleep(0.25)
+        with _signals_interrupt(), contextlib.closing(follow(streams, args.timeout)) as events:
+            for ev in events:
+                if ev.error:
+                    lost = True
+                    _note(f"{ev.stream.name}: {ev.error}")
+                elif ev.data:
+                    found = an.feed(ev.data, source=ev.stream.name)
+                    seen += found
+                    if not args.json:
+                        _print_found(found, ev.stream.name)
     except KeyboardInterrupt:
-        pass
-    findings = []
-    for an in analyzers:
-        findings.extend(an.finish())
+        pass  # the normal way to end a follow; the readers were stopped on the way out
+    rest = an.finish()
     if args.json:
         import json
 
-        print(json.dumps({"findings": [x.to_json() for x in seen + findings]}, indent=2))
+        doc = {"findings": [x.to_json() for x in seen + rest]}
+        print(redact_text(json.dumps(doc, indent=2)))
     else:
-        for fd in findings:
-            print(finding_line(fd))
-    return _exit(seen + findings, args.fail_on)
+        _print_found(rest, None)
+    return _exit(seen + rest, args.fail_on, lost)
+
+
+def _print_found(found: list, source: str | None) -> None:
+    from epdoctor.reports.logs_report import finding_line
+
+    for fd in found:
+        head = finding_line(fd) + (f" ({source})" if source else "")
+        lines = [head] + [f"    {e}" for e in fd.evidence[:FOLLOW_EVIDENCE]]
+        print(redact_text("\n".join(lines)), flush=True)
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP end a follow like Ctrl-C, so its remote readers are stopped too."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(ValueError, OSError):  # not the main thread: leave them
+            old[sig] = signal.signal(sig, interrupt)
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)

@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ from typing import Any
 
 from epdoctor.model import TargetInfo
 from epdoctor.targets.base import ProbeOptions, ProbeOutput, Target, TargetError
+from epdoctor.targets.logstream import LogStream
 from epdoctor.targets.probe_script import node_probe_source
 
 API_TIMEOUT = (5.0, 20.0)  # (connect, read) seconds for every plain API call
@@ -449,6 +452,17 @@ class KubePodTarget(Target):
         finally:
             resp.release_conn()
 
+    def log_stream(
+        self,
+        name: str,
+        container: str | None = None,
+        previous: bool = False,
+        follow: bool = False,
+    ) -> LogStream:
+        """One container's log as a LogStream (``follow``: the API server streams new lines
+        until the container ends). Nothing is requested until it is iterated."""
+        return _PodLog(self, name, container or self.container, previous, follow).stream
+
     def log_tail(self, previous: bool) -> tuple[str | None, str]:
         """(text, reason it is absent) of the last LOG_TAIL_LINES lines."""
         try:
@@ -537,6 +551,146 @@ class KubePodTarget(Target):
 
     def close(self) -> None:
         pass  # the session is shared by every pod target; kube_cli closes it
+
+
+class _PodLog:
+    """A pod log read through the client with ``_preload_content=False``, chunk by chunk.
+
+    ``read1`` returns whatever has arrived, so a followed line reaches the analyzer at once
+    (``stream(n)`` would wait for n bytes). A follow has no read timeout, a quiet log being
+    normal; ``stop()`` shuts the socket down, which wakes the blocked read from any thread,
+    then closes the response: the API server sees the stream end.
+    """
+
+    def __init__(
+        self, target: KubePodTarget, name: str, container: str, previous: bool, follow: bool
+    ) -> None:
+        self.target = target
+        self.container = valid_container_name(container)
+        self.previous = previous
+        self.follow = follow
+        self.what = f"logs of {target.info.name} container {self.container}"
+        self._lock = threading.Lock()  # held while opening or stopping: never both at once
+        self._done = False
+        self._resp: Any = None
+        self.stream = LogStream(name, self.chunks, stop=self._stop)
+
+    def _open(self) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        t = self.target
+        try:
+            resp = t.session.core.read_namespaced_pod_log(
+                t.name,
+                t.namespace,
+                container=self.container,
+                previous=self.previous,
+                follow=self.follow,
+                _preload_content=False,
+                _request_timeout=t.session.timeout,  # up to the response's headers
+            )
+        except ApiException as exc:
+            raise TargetError(f"{self.what}: {_explain(exc.status, _api_message(exc))}") from exc
+        except Exception as exc:  # urllib3 timeouts, refused connections, TLS errors
+            raise TargetError(f"{self.what}: {exc}") from exc
+        if self.follow:
+            _quiet_ok(_socket_of(resp))
+        return resp
+
+    def chunks(self) -> Iterator[bytes]:
+        with self._lock:
+            if self._done:
+                return
+            resp = self._resp = self._open()
+        try:
+            while not self.stream.stopping.is_set():
+                data = resp.read1(1 << 16)
+                if not data:
+                    with self._lock:  # read to its end: the connection can be reused
+                        self._resp = None
+                    resp.release_conn()
+                    return
+                yield data
+        except Exception as exc:
+            if self.stream.stopping.is_set():
+                return  # our own shutdown woke the read
+            raise TargetError(f"{self.what}: stream lost ({exc})") from exc
+        finally:
+            self.stream.stop()
+
+    def _stop(self) -> None:
+        with self._lock:
+            self._done = True
+            resp, self._resp = self._resp, None
+        if resp is None:
+            return
+        sock = _socket_of(resp)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed by the far side
+        try:
+            resp.close()
+        except Exception:
+            pass
+
+
+def _quiet_ok(sock: Any) -> None:
+    """A followed log may be quiet for hours: no read timeout on its socket (the client
+    validates _request_timeout and takes no None), TCP keepalive to notice a dead peer."""
+    if sock is None:
+        return
+    try:
+        sock.settimeout(None)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for opt, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 6)):
+            if hasattr(socket, opt):
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, opt), value)
+    except OSError:
+        pass
+
+
+def _socket_of(resp: Any) -> Any:
+    """The socket under a urllib3 response (urllib3 2: its connection's; else the file's)."""
+    conn = getattr(resp, "connection", None)
+    sock = getattr(conn, "sock", None)
+    if sock is not None:
+        return sock
+    fp = getattr(getattr(resp, "_fp", None), "fp", None)
+    return getattr(getattr(fp, "raw", None), "_sock", None)
+
+
+def pod_containers(pod: dict[str, Any]) -> list[str]:
+    """Every container of the pod in kubectl's --all-containers order: init, app, ephemeral."""
+    spec = pod.get("spec") or {}
+    out: list[str] = []
+    for key in ("initContainers", "containers", "ephemeralContainers"):
+        out += [c["name"] for c in spec.get(key) or [] if c.get("name")]
+    return out
+
+
+def log_absent(pod: dict[str, Any], container: str, previous: bool) -> str:
+    """Why the container has no log to read yet ("" when it may have one).
+
+    Only the pod's own statuses decide: a container still waiting that never ran has
+    written nothing, and --previous needs an earlier instance. No status at all: ask."""
+    st = pod.get("status") or {}
+    for key in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"):
+        for cs in st.get(key) or []:
+            if cs.get("name") != container:
+                continue
+            ran_before = bool(cs.get("restartCount")) or bool(
+                (cs.get("lastState") or {}).get("terminated")
+            )
+            if previous:
+                return "" if ran_before else "it has no previous instance"
+            state = cs.get("state") or {}
+            if "waiting" in state and not ran_before:
+                reason = (state.get("waiting") or {}).get("reason") or "waiting"
+                return f"it has not started ({reason})"
+            return ""
+    return ""
 
 
 SUMMARY_LOG_LINES = 30

@@ -16,6 +16,10 @@ Host keys are checked against known_hosts: an unknown key is refused with a
 message that says how to accept it; ``accept_new`` records new keys (like
 StrictHostKeyChecking=accept-new) and a changed key is always refused.
 Every value that reaches the remote shell is quoted with shlex.quote.
+
+A log is read over its own channel (``RemoteLog``): ``cat``, or to follow it ``tail -F`` under
+a shell that kills the tail when its stdin closes. Stopping closes that stdin (and kills the
+tail by PID if the shell lingers); a lost connection closes it too, so no follow outlives us.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import paramiko
 
 from epdoctor.model import TargetInfo
 from epdoctor.targets.base import ProbeOptions, ProbeOutput, Target, TargetError
+from epdoctor.targets.logstream import POLL_S, LogStream
 from epdoctor.targets.probe_script import node_probe_source
 
 PID_MARK = b"EPDOCTOR_PID="
@@ -706,40 +711,18 @@ class SshTarget(Target):
     def read_logs(  # type: ignore[override]
         self, path: str = "", follow: bool = False, timeout_s: float = 3600.0, **_: object
     ) -> Iterator[bytes]:
-        """Stream a remote log in chunks as they arrive (``tail -f`` when follow)."""
-        if not path:
-            raise TargetError("read_logs over SSH needs a path (host:/path)")
-        q = shlex.quote(path)
-        cmd = f"exec tail -c +1 -f -- {q}" if follow else f"exec cat -- {q}"
-        dl = _Deadline(timeout_s)
-        conn = self._connection(dl)
-        ch = self._channel(conn, dl)
-        got_any = False
+        """Stream a remote log in chunks as they arrive (``tail -F`` when follow); stopping
+        the iteration early stops the remote reader too."""
+        r = RemoteLog(self, path, follow, None if follow else timeout_s)
         try:
-            ch.exec_command(cmd)
-            ch.shutdown_write()
-            while True:
-                ch.settimeout(min(1.0, dl.left()))
-                try:
-                    data = ch.recv(READ_CHUNK)
-                except TimeoutError:
-                    continue
-                if not data:
-                    break
-                got_any = True
-                yield data
-            rc = ch.recv_exit_status()
-            if rc != 0 and not got_any:
-                err = ch.recv_stderr(4096).decode(errors="replace").strip()
-                raise TargetError(
-                    f"cannot read {path} on {self.host.label()}: {err[:200] or f'exit {rc}'}"
-                )
-        except _Expired:
-            return
-        except (paramiko.SSHException, EOFError, OSError) as exc:
-            raise TargetError(f"log stream from {self.host.label()} lost: {exc}") from exc
+            yield from r.chunks()
         finally:
-            ch.close()
+            r.stop()
+
+    def log_stream(self, name: str, path: str, follow: bool = False) -> LogStream:
+        """The remote log as a LogStream: stop() from any thread ends it on the far side."""
+        r = RemoteLog(self, path, follow, None if follow else 3600.0)
+        return LogStream(name, r.chunks, stop=r.stop)
 
     def close(self) -> None:
         """Stop a running probe on the far side, abort a connect in progress, drop the
@@ -752,6 +735,151 @@ class SshTarget(Target):
             conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
+
+
+# The follow command: the shell keeps its stdin (the channel) open and kills its tail when that
+# closes, which is what our side does to stop, and what sshd does when the connection is lost;
+# it also names the tail's PID on stderr so a shell that does not exit can be killed by PID.
+# The path is "$1", never part of the script text.
+FOLLOW_SCRIPT = (
+    '[ -e "$1" ] || { echo "$1: No such file or directory" >&2; exit 66; }; '
+    '[ -r "$1" ] || { echo "$1: Permission denied" >&2; exit 77; }; '
+    'tail -c +1 -F -- "$1" </dev/null & t=$!; '
+    'echo "EPDOCTOR_PID=$t" >&2; '
+    'read -r _; kill "$t" 2>/dev/null; wait "$t" 2>/dev/null; exit 0'
+)
+STOP_GRACE_S = 3.0  # how long the follow shell has to exit after its stdin closes
+
+
+def log_command(path: str, follow: bool) -> str:
+    """The remote command line that reads one log; the path is quoted, never interpreted."""
+    if "\0" in path:
+        raise TargetError(f"{path!r}: a path cannot hold a NUL byte")
+    if follow:
+        return "exec " + shlex.join(["/bin/sh", "-c", FOLLOW_SCRIPT, "sh", path])
+    return f"exec cat -- {shlex.quote(path)}"
+
+
+class RemoteLog:
+    """One remote log read over its own channel of the target's connection.
+
+    ``chunks()`` runs in one thread (a reader); ``stop()`` may come from any other, and returns
+    once nothing is left running on the far side: for a follow, the shell's stdin is closed
+    (it kills its ``tail -F`` and exits), then the tail is killed by PID if the shell did not
+    exit within STOP_GRACE_S; the channel is closed last.
+    """
+
+    def __init__(self, target: SshTarget, path: str, follow: bool, timeout_s: float | None) -> None:
+        if not path:
+            raise TargetError("read_logs over SSH needs a path (host:/path)")
+        self.target = target
+        self.path = path
+        self.follow = follow
+        self.cmd = log_command(path, follow)
+        self.timeout_s = timeout_s  # None: until stopped
+        self._lock = threading.Lock()  # held while starting or stopping: never both at once
+        self._stopping = threading.Event()
+        self._done = False
+        self._ch: paramiko.Channel | None = None
+        self._err = bytearray()
+        self.pid: int | None = None
+
+    def chunks(self) -> Iterator[bytes]:
+        t = self.target
+        dl = _Deadline(self.timeout_s if self.timeout_s is not None else float("inf"))
+        # connecting is bounded even when the read is not (a Timer cannot wait forever)
+        conn = t._connection(_Deadline(min(dl.seconds, t.settings.connect_timeout * 3 + 5)))
+        with self._lock:
+            if self._done:
+                return
+            ch = self._ch = t._channel(conn, _Deadline(t.settings.connect_timeout))
+            try:
+                ch.exec_command(self.cmd)
+                if not self.follow:
+                    ch.shutdown_write()
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                raise TargetError(f"{t.host.label()} refused the log command: {exc}") from exc
+        got_any = False
+        try:
+            while not self._stopping.is_set():
+                self._drain_stderr(ch)
+                ch.settimeout(min(POLL_S, dl.left()))
+                try:
+                    data = ch.recv(READ_CHUNK)
+                except TimeoutError:
+                    continue
+                if not data:
+                    break
+                got_any = True
+                yield data
+            if self._stopping.is_set():
+                return
+            ch.status_event.wait(5.0)
+            self._drain_stderr(ch)
+            rc = ch.recv_exit_status() if ch.exit_status_ready() else None
+            if rc not in (0, None) and not got_any:
+                err = self._err_text() or f"exit {rc}"
+                raise TargetError(f"cannot read {self.path} on {t.host.label()}: {err[:200]}")
+        except _Expired:
+            return
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            if self._stopping.is_set():
+                return
+            raise TargetError(f"log stream from {t.host.label()} lost: {exc}") from exc
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            ch = self._ch
+            if ch is None:
+                return
+            try:
+                if self.follow and not ch.closed:
+                    self._end_follow(ch)
+            finally:
+                ch.close()
+
+    def _end_follow(self, ch: paramiko.Channel) -> None:
+        try:
+            ch.shutdown_write()  # EOF on the shell's stdin: it kills its tail and exits
+        except (paramiko.SSHException, EOFError, OSError):
+            return  # the connection is gone: sshd closed that stdin itself
+        if ch.status_event.wait(STOP_GRACE_S):
+            return
+        self._drain_stderr(ch)
+        if self.pid is not None:
+            self._kill(self.pid)
+
+    def _kill(self, pid: int) -> None:
+        """`kill PID` over a second channel (plain sh: the log host may have no python)."""
+        conn = self.target._conn
+        if conn is None or not conn.transport.is_active():
+            return
+        try:
+            k = conn.transport.open_session(timeout=5.0)
+            k.exec_command(f"exec kill -TERM {int(pid)}")
+            k.shutdown_write()
+            k.status_event.wait(5.0)
+            k.close()
+        except Exception:
+            pass  # best effort: sshd ends the session's processes' stdin when we disconnect
+
+    def _drain_stderr(self, ch: paramiko.Channel) -> None:
+        while ch.recv_stderr_ready():
+            self._err += ch.recv_stderr(65536)
+        if self.pid is None and PID_MARK in self._err:
+            self.pid = _pid_of(self._err)
+        del self._err[:-8192]  # keep the tail: the reason a read failed is at the end
+
+    def _err_text(self) -> str:
+        _, mark, rest = bytes(self._err).partition(PID_MARK)
+        text = rest.split(b"\n", 1)[1] if mark and b"\n" in rest else bytes(self._err)
+        return text.decode("utf-8", "replace").strip()
 
 
 def _close_all(things: list[Any]) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from epdoctor.targets.base import Target, TargetError
+from epdoctor.targets.logstream import LogStream
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -185,11 +186,20 @@ def _config_known_hosts(config: Any, host: str) -> str | None:
 
 
 def parse_remote_path(spec: str) -> tuple[str, str]:
-    """``[user@]host[:port]:/path`` -> (host spec, path), for log reading over SSH."""
+    """``[user@]host[:port]:/path`` -> (host spec, path), for log reading over SSH.
+
+    The host part is checked like diagnose's hosts before anything connects; the path is only
+    ever handed to the remote shell quoted."""
     host, sep, path = spec.partition(":/")
     if not sep or not host:
         raise TargetError(f"{spec!r} is not [user@]host:/path")
-    return host, "/" + path
+    from epdoctor.targets import ssh
+
+    ssh.parse_host_spec(host)
+    path = "/" + path
+    if "\0" in path:
+        raise TargetError(f"{spec!r}: a path cannot hold a NUL byte")
+    return host, path
 
 
 def remote_log(
@@ -202,8 +212,36 @@ def remote_log(
     ssh_config: str | None = None,
     connect_timeout: float = 10.0,
 ) -> Iterator[bytes]:
-    """Chunks of ``[user@]host[:port]:/path`` read over SSH (``tail -f`` when follow), with the
+    """Chunks of ``[user@]host[:port]:/path`` read over SSH (``tail -F`` when follow), with the
     same config, keys and host-key rules as diagnose; the connection closes when done."""
+    s = remote_log_stream(
+        spec,
+        follow=follow,
+        identity=identity,
+        known_hosts=known_hosts,
+        accept_new=accept_new,
+        ssh_config=ssh_config,
+        connect_timeout=connect_timeout,
+    )
+    try:
+        yield from s
+    finally:
+        s.stop()
+
+
+def remote_log_stream(
+    spec: str,
+    *,
+    follow: bool = False,
+    identity: tuple[str, ...] = (),
+    known_hosts: str | None = None,
+    accept_new: bool = False,
+    ssh_config: str | None = None,
+    connect_timeout: float = 10.0,
+) -> LogStream:
+    """``remote_log`` as a LogStream named by its spec: ``stop()`` (any thread) ends the remote
+    reader, a ``tail -F`` included, then closes the connection. Nothing connects until it is
+    iterated; a bad spec or identity file is refused here."""
     from epdoctor.targets import ssh
 
     host, path = parse_remote_path(spec)
@@ -218,11 +256,23 @@ def remote_log(
         connect_timeout=connect_timeout,
         config=config,
     )
+    for p in settings.identity_files:
+        if not os.path.isfile(p):
+            raise TargetError(f"identity file {p} not found")
     target = ssh.SshTarget(ssh.resolve_host(host, settings), settings)
-    try:
-        yield from target.read_logs(path=path, follow=follow)
-    finally:
-        target.close()
+    inner = target.log_stream(spec, path, follow=follow)
+
+    def stop() -> None:
+        try:
+            inner.stop()
+        finally:
+            target.close()
+
+    def chunks() -> Iterator[bytes]:
+        yield from inner
+        target.close()  # read to the end: nothing more goes over this connection
+
+    return LogStream(spec, chunks, stop=stop)
 
 
 def describe(args: Any) -> str:
