@@ -112,6 +112,7 @@ class EpdoctorApp(App[int]):
         gc.freeze()
 
     def on_unmount(self) -> None:
+        self.stop_all()  # however the app ends, nothing it started is left running
         gc.unfreeze()  # the next full collection may free what this app left behind
 
     # --- diagnosis (shared by the targets and tour screens) -----------------

@@ -1,10 +1,13 @@
 """Launch: kernel test, serve, smoke and bench, with a grid of live log panes.
 
 What runs and how it is gated is epdoctor.launch, configured exactly as
-`epdoctor run WHAT FLAGS` configures it (the flags field is parsed by the same
-parser, and the configs are built by the same functions), so the commands in
+`epdoctor run WHAT TARGET-FLAGS FLAGS` configures it: the target flags are the
+app's current target (the Targets screen sets them, the header names them:
+this host, SSH hosts or pods), the flags field is parsed by the same parser,
+and the configs and nodes are built by the same functions, so the commands in
 the confirmation dialog are the commands `epdoctor run` would show. Nothing
-starts before that dialog's yes. `s` or Ctrl-C stops everything started.
+starts before that dialog's yes. epdoctor.launch.session runs the launch on a
+worker thread; `s` or Ctrl-C stops everything started, on every node.
 
 Lines come from the launch's worker thread into one buffer; a timer moves them
 into the panes a few times a second (one refresh per pane per flush), and each
@@ -18,10 +21,8 @@ import contextlib
 import io
 import re
 import shlex
-import threading
-import time
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from epdoctor.screens.explain import ConfirmScreen
 from epdoctor.screens.keyhelp import KeyHelp
@@ -34,6 +35,9 @@ from textual.binding import Binding
 from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Input, Select
+
+if TYPE_CHECKING:
+    from epdoctor.launch.session import Launch, Session
 
 WHATS = ("kernel-test", "serve", "smoke", "bench")
 FLUSH_S = 0.25  # panes redraw 4 times a second, as `epdoctor run` does
@@ -60,13 +64,14 @@ def evidence_text(evidence: str) -> str:
     return (m.group("text") if m else evidence).strip()
 
 
-def parse_run_flags(what: str, flags: str) -> Any:
-    """`epdoctor run WHAT FLAGS`, parsed by the command's own parser (errors as ValueError)."""
+def parse_run_flags(what: str, flags: str, target_argv: list[str] | None = None) -> Any:
+    """`epdoctor run WHAT TARGET-FLAGS FLAGS`, parsed by the command's own parser (errors as
+    ValueError). Target flags in `flags` come last, so they override the app's."""
     from epdoctor.cli import build_parser
 
     err = io.StringIO()
     try:
-        argv = ["run", what, *shlex.split(flags)]
+        argv = ["run", what, *(target_argv or []), *shlex.split(flags)]
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
             return build_parser().parse_args(argv)
     except SystemExit as exc:
@@ -83,41 +88,43 @@ def styler() -> Any:
     return style_of
 
 
-class Prepared:
-    """A launch ready to confirm: what, the parsed args, its config and the exact commands."""
-
-    def __init__(self, what: str, args: Any, plan: dict[str, Any], cfg: Any, lines: list[str]):
-        self.what, self.args, self.plan, self.cfg, self.lines = what, args, plan, cfg, lines
-
-
-def prepare(what: str, flags: str, plan: Any | None) -> Prepared:
-    """Build the config `epdoctor run` would build, and the commands it would show."""
+def prepare(
+    what: str, flags: str, plan: Any | None, target_argv: list[str] | None = None
+) -> Launch:
+    """The launch `epdoctor run` would make on the app's target: config, nodes, commands."""
     from epdoctor.commands import run as runcmd
+    from epdoctor.launch.nodes import nodes_from_args
+    from epdoctor.launch.session import Launch
 
-    args = parse_run_flags(what, flags)
+    args = parse_run_flags(what, flags, target_argv)
     doc = runcmd.load_plan(args.plan) if args.plan else (plan.to_json() if plan else {})
-    nodes = runcmd.nodes_from_args(args)
-    if what == "kernel-test":
-        from epdoctor.launch.kernel_test import describe
+    if what in ("smoke", "bench"):  # HTTP to the leader: nothing starts on a node
+        model = args.model or "the first model of /v1/models"
+        if what == "smoke":
+            line = (
+                f"POST {args.url}/v1/chat/completions (model {model}, max_tokens {args.max_tokens})"
+            )
+        else:
+            line = (
+                f"warm-up {args.warmup}, then per level {args.concurrency}: "
+                f"{args.requests_per_level or '5 x level'} requests to {args.url} (model {model}, "
+                f"max_tokens {args.max_tokens}, ignore_eos, unique prefixes)"
+            )
+        return Launch(what, [line], args, doc)
+    nodes = nodes_from_args(args)
+    try:
+        if what == "kernel-test":
+            from epdoctor.launch.kernel_test import describe
 
-        cfg = runcmd.kernel_config(args, doc, nodes)
-        return Prepared(what, args, doc, cfg, describe(cfg))
-    if what == "serve":
+            cfg = runcmd.kernel_config(args, doc, nodes)
+            return Launch(what, describe(cfg), args, doc, cfg, nodes)
         from epdoctor.launch.serve import describe as sdescribe
 
         cfg = runcmd.serve_config(args, doc, nodes)
-        return Prepared(what, args, doc, cfg, sdescribe(cfg))
-    model = args.model or "the first model of /v1/models"
-    if what == "smoke":
-        line = f"POST {args.url}/v1/chat/completions (model {model}, max_tokens {args.max_tokens})"
-        return Prepared(what, args, doc, None, [line])
-    levels = args.concurrency
-    line = (
-        f"warm-up {args.warmup}, then per level {levels}: "
-        f"{args.requests_per_level or '5 x level'} requests to {args.url} (model {model}, "
-        f"max_tokens {args.max_tokens}, ignore_eos, unique prefixes)"
-    )
-    return Prepared(what, args, doc, None, [line])
+        return Launch(what, sdescribe(cfg), args, doc, cfg, nodes)
+    except BaseException:
+        Launch(what, [], args, doc, None, nodes).close()  # the connections made for nothing
+        raise
 
 
 class LaunchScreen(Screen[None]):
@@ -136,8 +143,9 @@ class LaunchScreen(Screen[None]):
         self.panes: dict[str, LogPane] = {}
         self.gates: dict[str, tuple[str, str, str | None]] = {}
         self.findings: list[tuple[str, Any]] = []
-        self.stopping = threading.Event()
         self.running = False
+        self.launch: Launch | None = None  # once confirmed
+        self._said_stopped: set[str] = set()
         self._styler = styler()
 
     def compose(self) -> ComposeResult:
@@ -176,18 +184,25 @@ class LaunchScreen(Screen[None]):
             return
         what = str(self.query_one("#launch-what", Select).value)
         flags = self.query_one("#launch-flags", Input).value
+        shared = self.app.shared  # type: ignore[attr-defined]
         try:
-            prep = prepare(what, flags, self.app.shared.plan)  # type: ignore[attr-defined]
-        except Exception as exc:  # bad flags, no command in the plan: said, nothing starts
-            self.notify(str(exc), severity="error", title=f"cannot prepare {what}")
+            launch = prepare(what, flags, shared.plan, shared.target_argv)
+        except Exception as exc:  # bad flags, a target that cannot run anything: said
+            why = str(exc) or type(exc).__name__
+            if shared.target_argv:
+                why += (
+                    f"\n(the target is the app's: {shlex.join(shared.target_argv)}; F2 changes it)"
+                )
+            self.notify(why, severity="error", title=f"cannot prepare {what}")
             return
         self.app.push_screen(
             ConfirmScreen(
-                f"epdoctor will run {len(prep.lines)} command(s) for {what}:",
-                prep.lines,
-                "Nothing starts unless you answer yes. s or Ctrl-C stops everything started.",
+                f"epdoctor will run {len(launch.lines)} command(s) for {what} on {launch.where}:",
+                launch.lines,
+                "Nothing starts unless you answer yes. s or Ctrl-C stops everything started"
+                + (", on every node." if launch.remote else "."),
             ),
-            lambda yes: self._confirmed(prep, yes),
+            lambda yes: self._confirmed(launch, yes),
         )
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -203,20 +218,27 @@ class LaunchScreen(Screen[None]):
                     break
             event.input.add_class("hidden")
 
-    def _confirmed(self, prep: Prepared, yes: bool | None) -> None:
+    def _confirmed(self, launch: Launch, yes: bool | None) -> None:
         if not yes:
+            launch.close()
             self.notify("nothing started")
             return
+        from epdoctor.commands.run import log_watch_factory
+        from epdoctor.launch.session import Session
+
         self._reset()
         self.running = True
-        self.stopping.clear()
-        self.post_message(LaunchStarted(prep.what, prep.lines))
-        self._run(prep)
+        self.launch = launch
+        session = Session(launch, self._sink, self._gate, self._finding, log_watch_factory())
+        self.app.shared.launches.append(session)  # type: ignore[attr-defined]
+        self.post_message(LaunchStarted(launch.what, launch.lines))
+        self._run(session)
 
     def _reset(self) -> None:
         self.gates.clear()
         self.findings.clear()
         self.buffer.clear()
+        self._said_stopped.clear()
         for p in self.panes.values():
             p.remove()
         self.panes.clear()
@@ -230,141 +252,39 @@ class LaunchScreen(Screen[None]):
     def _finding(self, source: str, f: Any) -> None:
         self.post_message(LaunchFinding(source, f))
 
-    @work(thread=True, exclusive=True, group="launch")
-    def _run(self, prep: Prepared) -> None:
-        try:
-            runner = {
-                "kernel-test": self._kernel_test,
-                "serve": self._serve,
-                "smoke": self._smoke,
-                "bench": self._bench,
-            }[prep.what]
-            runner(prep)
-        except Exception as exc:  # the launch could not start or be followed
-            stopped = self.app.stop_all()  # type: ignore[attr-defined]
-            self.post_message(
-                LaunchDone(prep.what, "error", [], stopped, f"{type(exc).__name__}: {exc}")
-            )
-        finally:
-            self.app.shared.launches.clear()  # type: ignore[attr-defined]
-
     def _gate(self, name: str, state: str, summary: str, code: str | None = None) -> None:
         self.post_message(GateUpdate(name, state, summary, code))
 
-    def _kernel_test(self, prep: Prepared) -> None:
-        from epdoctor.commands.run import log_watch_factory
-        from epdoctor.launch.kernel_test import KernelTestRun
-
-        cfg = prep.cfg
-        krun = KernelTestRun(cfg, self._sink, log_watch_factory(), self._finding)
-        self.app.shared.launches.append(krun)  # type: ignore[attr-defined]
-        self._gate("kernel test", "running", f"{cfg.world} rank(s) on {len(cfg.nodes)} node(s)")
-        t0 = time.monotonic()
-        krun.start()
-        while not self.stopping.is_set() and krun.step():
-            self._gate("kernel test", "running", f"{time.monotonic() - t0:.0f}s")
-            time.sleep(0.2)
-        if self.stopping.is_set():
-            self.post_message(LaunchDone(prep.what, "interrupted", [], krun.stop()))
-            return
-        report = krun.finish()
-        self.post_message(LaunchDone(prep.what, report.status.value, report.gates, report.stopped))
-
-    def _serve(self, prep: Prepared) -> None:
-        from epdoctor.commands.run import log_watch_factory
-        from epdoctor.launch.serve import ServeRun
-        from epdoctor.model import Status
-
-        srun = ServeRun(prep.cfg, self._sink, log_watch_factory(), self._finding)
-        self.app.shared.launches.append(srun)  # type: ignore[attr-defined]
-        srun.start()
-        why = None
-        while not self.stopping.is_set() and why is None:
-            why = srun.step()
-            p = srun.waiter.last
-            self._gate(
-                "ready",
-                "waiting",
-                f"{srun.waiter.elapsed:.0f}s of {srun.cfg.budget_s:.0f}s: "
-                f"{p.detail if p else 'starting'}",
-            )
-            time.sleep(0.3)
-        if why is None:
-            self.post_message(LaunchDone(prep.what, "interrupted", [], srun.stop()))
-            return
-        gate = srun.gate(why)
-        self._gate(gate.name, gate.status.value, gate.summary, gate.code)
-        if gate.status is not Status.PASS:
-            self.post_message(LaunchDone(prep.what, gate.status.value, [gate], srun.stop()))
-            return
-        self._gate("following", "running", "ready: following the logs; s stops the engine")
-        while not self.stopping.is_set() and srun.group.running():
-            srun.follow()
-            time.sleep(0.3)
-        state = "interrupted" if self.stopping.is_set() else "fail"
-        if state == "fail":
-            self._gate("following", "fail", "the engine exited", "E702")
-        self.post_message(LaunchDone(prep.what, state, [gate], srun.stop()))
-
-    def _smoke(self, prep: Prepared) -> None:
-        from epdoctor.launch import smoke
-
-        a = prep.args
-        model = (
-            a.model
-            or smoke.first_model(a.url)
-            or str((prep.plan.get("input") or {}).get("model") or "")
-        )
-        if not model:
-            self.post_message(
-                LaunchDone("smoke", "error", [], [], f"no model at {a.url}/v1/models")
-            )
-            return
-        self._gate("smoke", "running", f"POST {a.url}/v1/chat/completions ({model})")
-        res = smoke.smoke(a.url, model, a.max_tokens)
-        self._sink("smoke", f"reply ({res.latency_s:.2f}s): {res.reply!r}")
-        self.post_message(LaunchDone("smoke", res.gate.status.value, [res.gate], []))
-
-    def _bench(self, prep: Prepared) -> None:
-        from epdoctor.launch import bench, smoke
-
-        a = prep.args
-        model = a.model or smoke.first_model(a.url)
-        if not model:
-            self.post_message(
-                LaunchDone("bench", "error", [], [], f"no model at {a.url}/v1/models")
-            )
-            return
-        levels = [int(c) for c in a.concurrency.split(",") if c.strip()]
-        send = bench.http_sender(a.url, model, a.max_tokens, a.request_timeout)
-        self._gate("bench", "running", f"levels {levels}")
-        res = bench.run_bench(
-            send,
-            levels,
-            a.max_tokens,
-            a.requests_per_level,
-            a.warmup,
-            label="current",
-            model=model,
-            on_level=lambda lv: self._sink("bench", f"c={lv.concurrency}: {lv.ok}/{lv.n} ok"),
-        )
-        gate = res.gate()
-        self.post_message(LaunchDone("bench", gate.status.value, [gate], []))
+    @work(thread=True, exclusive=True, group="launch")
+    def _run(self, session: Session) -> None:
+        try:
+            out = session.run()
+        finally:
+            launches = self.app.shared.launches  # type: ignore[attr-defined]
+            if session in launches:
+                launches.remove(session)
+        self.post_message(LaunchDone(out.what, out.status, out.gates, out.stopped, out.error))
 
     # --- stopping -----------------------------------------------------------
     def action_stop(self) -> None:
         if not self.running:
             self.notify("nothing is running")
             return
-        self.stopping.set()
-        self._gate("stop", "running", "stopping everything started…")
+        where = self.launch.where if self.launch is not None else "this host"
+        self._gate("stop", "running", f"stopping everything started on {where}…")
         self._stop_all()
 
     @work(thread=True, group="stop")
     def _stop_all(self) -> None:
         lines = self.app.stop_all()  # type: ignore[attr-defined]
+        self.app.call_from_thread(self._say_stopped, lines)
+
+    def _say_stopped(self, lines: list[str]) -> None:
+        """Each process's stop once in the epdoctor pane (the stop key and the run both tell)."""
         for line in lines:
-            self._sink("epdoctor", f"stopped: {line}")
+            if line not in self._said_stopped:
+                self._said_stopped.add(line)
+                self._sink("epdoctor", f"stopped: {line}")
 
     # --- messages -----------------------------------------------------------
     def on_launch_started(self, msg: LaunchStarted) -> None:
@@ -394,8 +314,7 @@ class LaunchScreen(Screen[None]):
         verdict = {"unknown": "unverifiable"}.get(msg.status, msg.status)
         self.gates[f"{msg.what} verdict"] = (msg.status, verdict, None)
         self.gates.pop("stop", None)
-        for line in msg.stopped:
-            self._sink("epdoctor", f"stopped: {line}")
+        self._say_stopped(msg.stopped)
         if msg.status == "interrupted":
             self._sink("epdoctor", "interrupted: everything epdoctor started is stopped")
         self.flush()
@@ -433,10 +352,15 @@ class LaunchScreen(Screen[None]):
             pane, line = self.buffer.popleft()
             batch.setdefault(pane, []).append(line)
         grid = self.query_one("#pane-grid", Grid)
+        if not grid.is_attached:  # the app is closing: nowhere to show them
+            return
         for name, lines in batch.items():
             pane = self.panes.get(name)
             if pane is None:
-                pane = self.panes[name] = LogPane(name, self._styler)
+                node = self.launch.node_of(name) if self.launch is not None else None
+                pane = self.panes[name] = LogPane(
+                    name, self._styler, title=node and f"{name} · {node}"
+                )
                 grid.mount(pane)
             pane.add_lines(lines)
 

@@ -50,10 +50,12 @@ class LogPane(ScrollView, can_focus=True):
         name: str,
         styler: Callable[[str], str | None] | None = None,
         max_lines: int = MAX_LINES,
+        title: str | None = None,
         **kw: object,
     ) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
         self.stream = name
+        self.heading = title or name  # e.g. "rank3 · host-b" when the launch spans hosts
         self.styler = styler or (lambda line: None)
         self.lines: deque[tuple[str, str | None]] = deque(maxlen=max_lines)
         self.total = 0
@@ -62,7 +64,7 @@ class LogPane(ScrollView, can_focus=True):
         self._width = 0
         self._titled = 0.0
         self.marks: list[tuple[str, str]] = []  # (evidence text, style) from the log analyzer
-        self.border_title = name
+        self.border_title = self.heading
 
     def add_lines(self, lines: Iterable[str | tuple[str, str | None]]) -> None:
         """Append a batch (called on the UI thread); one refresh for the whole batch.
@@ -96,7 +98,7 @@ class LogPane(ScrollView, can_focus=True):
         now = time.monotonic()
         if now - self._titled >= TITLE_EVERY_S:  # the count in the title, once a second
             self._titled = now
-            self.border_title = f"{self.stream} ({self.total} lines)"
+            self.border_title = f"{self.heading} ({self.total} lines)"
         if at_end:
             self.scroll_to(y=self.max_scroll_y, animate=False)
         self.refresh()

@@ -313,9 +313,9 @@ async def test_ctrl_c_during_a_launch_stops_everything_started(tmp_path):
         await _start(pilot, app, "serve", flags)
         await pilot.press("y")
         await wait_for(
-            pilot, lambda: app.shared.launches and app.shared.launches[0].group.procs, what="start"
+            pilot, lambda: app.shared.launches and app.shared.launches[0].procs, what="start"
         )
-        pid = app.shared.launches[0].group.procs[0].pid
+        pid = app.shared.launches[0].procs[0].pid
         assert _alive(pid)
         await pilot.press("ctrl+c")
         await wait_for(pilot, lambda: not screen.running, timeout=30, what="stop")
@@ -576,9 +576,9 @@ async def test_quitting_during_a_launch_stops_what_it_started(tmp_path):
         await _start(pilot, app, "serve", flags)
         await pilot.press("y")
         await wait_for(
-            pilot, lambda: app.shared.launches and app.shared.launches[0].group.procs, what="start"
+            pilot, lambda: app.shared.launches and app.shared.launches[0].procs, what="start"
         )
-        pid = app.shared.launches[0].group.procs[0].pid
+        pid = app.shared.launches[0].procs[0].pid
         await pilot.press("ctrl+q")
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and _alive(pid):
