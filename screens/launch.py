@@ -9,8 +9,9 @@ the confirmation dialog are the commands `epdoctor run` would show. Nothing
 starts before that dialog's yes. epdoctor.launch.session runs the launch on a
 worker thread; `s` or Ctrl-C stops everything started, on every node.
 
-Lines come from the launch's worker thread into one buffer; a timer moves them
-into the panes a few times a second (one refresh per pane per flush), and each
+Lines come from the launch's worker thread (cleaned and styled there) into one
+buffer of per-pane batches; a timer takes the whole buffer at once a few times a
+second and gives each pane its batch (one refresh per pane per flush), and each
 pane keeps a capped window, so a flood of output neither blocks keys nor grows
 memory.
 """
@@ -21,12 +22,13 @@ import contextlib
 import io
 import re
 import shlex
+import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from epdoctor.screens.explain import ConfirmScreen
 from epdoctor.screens.keyhelp import KeyHelp
-from epdoctor.screens.logpane import LogPane
+from epdoctor.screens.logpane import MAX_LINES, LogPane, clean
 from epdoctor.screens.messages import GateUpdate, LaunchDone, LaunchFinding, LaunchStarted
 from rich.text import Text
 from textual import work
@@ -127,6 +129,16 @@ def prepare(
         raise
 
 
+class Batch:
+    """Lines for one pane since the last flush: the newest window's worth, and a count."""
+
+    __slots__ = ("arrived", "lines")
+
+    def __init__(self) -> None:
+        self.lines: deque[tuple[str, str | None]] = deque(maxlen=MAX_LINES)
+        self.arrived = 0
+
+
 class LaunchScreen(Screen[None]):
     BINDINGS = [
         Binding("ctrl+l", "launch", "Launch…"),
@@ -139,7 +151,11 @@ class LaunchScreen(Screen[None]):
 
     def __init__(self) -> None:
         super().__init__()
-        self.buffer: deque[tuple[str, tuple[str, str | None]]] = deque()
+        # pane -> lines (with their signature style) not yet in the pane, at most a window's
+        # worth however long the UI is away, and how many arrived; the lock is held only to
+        # add one line or to swap the whole buffer out
+        self.buffer: dict[str, Batch] = {}
+        self._buffer_lock = threading.Lock()
         self.panes: dict[str, LogPane] = {}
         self.gates: dict[str, tuple[str, str, str | None]] = {}
         self.findings: list[tuple[str, Any]] = []
@@ -237,7 +253,8 @@ class LaunchScreen(Screen[None]):
     def _reset(self) -> None:
         self.gates.clear()
         self.findings.clear()
-        self.buffer.clear()
+        with self._buffer_lock:
+            self.buffer = {}
         self._said_stopped.clear()
         for p in self.panes.values():
             p.remove()
@@ -245,9 +262,16 @@ class LaunchScreen(Screen[None]):
         self._status_rows()
 
     def _sink(self, pane: str, line: str) -> None:
-        # Runs on the launch's worker thread: the signature lookup is done here, not in the UI.
-        line = line.expandtabs(4)
-        self.buffer.append((pane, (line, self._styler(line))))  # deque.append is atomic
+        # Runs on the launch's worker thread: cleaning and the signature lookup are done here,
+        # not in the UI.
+        line = clean(line)
+        item = (line, self._styler(line))
+        with self._buffer_lock:
+            batch = self.buffer.get(pane)
+            if batch is None:
+                batch = self.buffer[pane] = Batch()
+            batch.lines.append(item)
+            batch.arrived += 1
 
     def _finding(self, source: str, f: Any) -> None:
         self.post_message(LaunchFinding(source, f))
@@ -345,16 +369,14 @@ class LaunchScreen(Screen[None]):
 
     def flush(self) -> None:
         """Move buffered lines into their panes: one batch and one refresh per pane."""
-        if not self.buffer:
+        with self._buffer_lock:
+            batches, self.buffer = self.buffer, {}
+        if not batches:
             return
-        batch: dict[str, list[tuple[str, str | None]]] = {}
-        for _ in range(len(self.buffer)):
-            pane, line = self.buffer.popleft()
-            batch.setdefault(pane, []).append(line)
         grid = self.query_one("#pane-grid", Grid)
         if not grid.is_attached:  # the app is closing: nowhere to show them
             return
-        for name, lines in batch.items():
+        for name, batch in batches.items():
             pane = self.panes.get(name)
             if pane is None:
                 node = self.launch.node_of(name) if self.launch is not None else None
@@ -362,7 +384,7 @@ class LaunchScreen(Screen[None]):
                     name, self._styler, title=node and f"{name} · {node}"
                 )
                 grid.mount(pane)
-            pane.add_lines(lines)
+            pane.add_lines(list(batch.lines), arrived=batch.arrived)
 
     # --- search / explain ---------------------------------------------------
     def action_search(self) -> None:

@@ -6,14 +6,17 @@ a batch longer than the window is cut to the window before anything is done
 with it. Only the visible rows are rendered (render_line), and the pane keeps
 at most `max_lines`: memory stays bounded however long a run goes. A longer
 window changes the pane's scroll limits only, never the screen's layout (the
-pane's own size is fixed by CSS). Known signatures get a style from the launch
-layer's highlighter; a search term is marked and `next_match` jumps between
-hits. Keys scroll at once (no smooth-scroll animation): reading a log that moves
-wants the line where the key put it, on the next frame.
+pane's own size is fixed by CSS), and a row is drawn into one Strip. A line
+is shown without its escape sequences and control codes (`clean`). Known
+signatures get a style from the launch layer's highlighter; a search term is
+marked and `next_match` jumps between hits. Keys scroll at once (no
+smooth-scroll animation): reading a log that moves wants the line where the key
+put it, on the next frame.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -21,7 +24,7 @@ from collections.abc import Callable, Iterable
 from rich.segment import Segment
 from rich.style import Style
 from textual.actions import SkipAction
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -30,7 +33,18 @@ TITLE_EVERY_S = 1.0
 MAX_MARKS = 32
 MAX_WIDTH = 512  # wider lines scroll to 512 columns; the log file has the rest
 _STYLES: dict[str, Style] = {}
+_ROW_STYLES: dict[tuple[Style, str | None], Style] = {}
 _MATCH = Style(reverse=True, bold=True)
+# Escape sequences and other control characters in a log line: written to the terminal as they
+# are, they would move the cursor or recolour the app; a log may carry them (coloured output).
+_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|[\x00-\x1f\x7f]")
+
+
+def clean(line: str) -> str:
+    """A log line as a pane shows it: tabs expanded, escape sequences and control codes gone."""
+    if "\t" in line:
+        line = line.expandtabs(4)
+    return line if line.isprintable() else _CONTROL.sub("", line)
 
 
 def _style(name: str | None) -> Style:
@@ -39,6 +53,16 @@ def _style(name: str | None) -> Style:
     got = _STYLES.get(name)
     if got is None:
         got = _STYLES[name] = Style.parse(name)
+    return got
+
+
+def _row_style(widget: Style, name: str | None) -> Style:
+    """The pane's own style with a line's signature style on top (a few pairs in a run)."""
+    got = _ROW_STYLES.get((widget, name))
+    if got is None:
+        if len(_ROW_STYLES) > 256:  # a theme change makes new pairs: keep the cache small
+            _ROW_STYLES.clear()
+        got = _ROW_STYLES[(widget, name)] = widget + _style(name)
     return got
 
 
@@ -64,33 +88,36 @@ class LogPane(ScrollView, can_focus=True):
         self._width = 0
         self._titled = 0.0
         self.marks: list[tuple[str, str]] = []  # (evidence text, style) from the log analyzer
+        self._frame: tuple[Style, int] | None = None  # (own style, width) of this frame
         self.border_title = self.heading
 
-    def add_lines(self, lines: Iterable[str | tuple[str, str | None]]) -> None:
+    def add_lines(
+        self, lines: Iterable[str | tuple[str, str | None]], arrived: int | None = None
+    ) -> None:
         """Append a batch (called on the UI thread); one refresh for the whole batch.
 
-        An item is a line, or (line, style) when the producer already looked up its style
-        (the launch worker does, so that work stays off the UI thread).
+        An item is a line, or (line, style) when the producer already cleaned it and looked
+        up its style (the launch worker does, so that work stays off the UI thread).
+        `arrived` also counts lines the producer dropped from the front of a batch longer
+        than the window.
         """
         if not isinstance(lines, (list, tuple)):
             lines = list(lines)
         if not lines:
             return
-        self.total += len(lines)
+        self.total += len(lines) if arrived is None else arrived
         cap = self.lines.maxlen
         if cap is not None and len(lines) > cap:
             lines = lines[-cap:]  # the rest would be dropped by the window anyway
-        for item in lines:
-            if isinstance(item, tuple):
-                line, style = item
-                if self.marks:
-                    style = self._marked(line) or style
-            else:
-                line = item.expandtabs(4)
-                style = self._style_of(line)
-            self.lines.append((line, style))
-            if len(line) > self._width:
-                self._width = min(len(line), MAX_WIDTH)
+        if not self.marks and all(type(item) is tuple for item in lines):
+            self.lines.extend(lines)  # styled by the producer: nothing to do per line here
+            widest = max(len(line) for line, _ in lines)
+        else:
+            kept = [self._item(item) for item in lines]
+            self.lines.extend(kept)
+            widest = max(len(line) for line, _ in kept)
+        if widest > self._width:
+            self._width = min(widest, MAX_WIDTH)
         at_end = self.follow
         size = Size(self._width, len(self.lines))
         if size != self.virtual_size:  # a full window keeps its size
@@ -102,6 +129,13 @@ class LogPane(ScrollView, can_focus=True):
         if at_end:
             self.scroll_to(y=self.max_scroll_y, animate=False)
         self.refresh()
+
+    def _item(self, item: str | tuple[str, str | None]) -> tuple[str, str | None]:
+        if isinstance(item, tuple):
+            line, style = item
+            return line, (self._marked(line) or style) if self.marks else style
+        line = clean(item)
+        return line, self._style_of(line)
 
     def _set_virtual_size(self, size: Size) -> None:
         """New scroll limits and scrollbars for a longer window, without a screen layout.
@@ -143,13 +177,25 @@ class LogPane(ScrollView, can_focus=True):
     def action_scroll_end(self) -> None:
         self._scroll_keys(y=self.max_scroll_y)  # back at the end: following again
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._frame = None  # found at the first row this frame draws (none when all cached)
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._frame = None
+
     def render_line(self, y: int) -> Strip:
+        if self._frame is None:  # once per frame, not per row: rich_style walks every ancestor
+            self._frame = (self.rich_style, self.scrollable_content_region.width)
+        widget, width = self._frame
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
-        width = self.scrollable_content_region.width
         if index >= len(self.lines):
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, widget)
         text, style_name = self.lines[index]
+        if text.isascii():  # clean() left printable characters only: one cell each
+            row = self._row(text, scroll_x, width, _row_style(widget, style_name), widget)
+            return Strip(row, width)
         base = _style(style_name)
         segments: list[Segment] = []
         if self.search and self.search in text:
@@ -162,7 +208,32 @@ class LogPane(ScrollView, can_focus=True):
         else:
             segments.append(Segment(text, base))
         strip = Strip(segments).crop(scroll_x, scroll_x + width)
-        return strip.extend_cell_length(width).apply_style(self.rich_style)
+        return strip.extend_cell_length(width).apply_style(widget)
+
+    def _row(self, text: str, start: int, width: int, style: Style, pad: Style) -> list[Segment]:
+        """Columns [start, start + width) of a one-cell-per-character line, padded to width,
+        search hits marked: the segments of one Strip (each extra Strip per row per frame is
+        more garbage for the collector: Textual's Strips cache what they derive)."""
+        end = start + width
+        out: list[Segment] = []
+        pos = start
+        term = self.search
+        if term and term in text:
+            hit = text.find(term)
+            while 0 <= hit < end:
+                a, b = max(hit, start), min(hit + len(term), end)
+                if a < b:
+                    if a > pos:
+                        out.append(Segment(text[pos:a], style))
+                    out.append(Segment(text[a:b], style + _MATCH))
+                    pos = b
+                hit = text.find(term, hit + len(term))
+        if pos < min(end, len(text)):
+            out.append(Segment(text[pos:end], style))
+        used = max(0, min(len(text), end) - start)
+        if used < width:
+            out.append(Segment(" " * (width - used), pad))
+        return out
 
     def on_resize(self) -> None:
         if self.follow:  # the first layout after lines arrived (or a new size): the tail

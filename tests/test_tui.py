@@ -410,6 +410,58 @@ async def test_growing_panes_keep_the_screen_layout_and_follow_the_tail():
         assert pane.render_line(rows - 1).text.startswith("rank 2 line 1519")
 
 
+async def test_sixteen_panes_fill_rows_as_tall_as_a_pane_and_strip_escapes():
+    app = _launch_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = app.screen
+        for r in range(16):
+            for i in range(300):  # far more lines than a pane is tall
+                screen._sink(f"rank{r}", f"rank {r} line {i}")
+        screen._sink("rank0", "\x1b[31m[default0]:vm:1:1 NCCL WARN boom\x1b[0m\x07")
+        screen.flush()
+        await pilot.pause(0.3)
+        tops = sorted({p.region.y for p in screen.panes.values()})
+        assert tops == [tops[0] + 9 * i for i in range(4)]  # 4 rows of 4, no gap between rows
+        scroll = screen.query_one("#pane-scroll")
+        assert all(scroll.region.contains_region(p.region) for p in screen.panes.values())
+        # a coloured log line shows its text, styled by its signature, without its escapes
+        assert screen.panes["rank0"].lines[-1] == ("[default0]:vm:1:1 NCCL WARN boom", "bold red")
+
+
+def test_a_row_drawn_in_one_strip_matches_the_cropped_and_padded_line():
+    """The one-Strip rows of ASCII lines are cell for cell what cropping the marked line gives."""
+    from epdoctor.screens import logpane
+    from rich.segment import Segment
+    from rich.style import Style
+    from textual.strip import Strip
+
+    pane = LogPane("rank0")
+    widget, base = Style(color="white", bgcolor="black"), Style(bold=True, color="red")
+    style = widget + base
+
+    def cells(segments):
+        return [(ch, seg.style) for seg in segments for ch in seg.text]
+
+    for text in ("", "abcab", "NCCL WARN ab ab abab tail", "x" * 70 + "ab"):
+        for term in ("", "ab", "b", "zz", "abab"):
+            pane.search = term
+            for start in (0, 1, 3, 10, 60):
+                for width in (1, 5, 24):
+                    marked = []
+                    pos = 0
+                    while term and (hit := text.find(term, pos)) >= 0:
+                        marked += [
+                            Segment(text[pos:hit], base),
+                            Segment(term, base + logpane._MATCH),
+                        ]
+                        pos = hit + len(term)
+                    marked.append(Segment(text[pos:], base))
+                    slow = Strip(marked).crop(start, start + width).extend_cell_length(width)
+                    want = cells(slow.apply_style(widget))
+                    got = cells(pane._row(text, start, width, style, widget))
+                    assert got == want, (text, term, start, width)
+
+
 async def test_keys_scroll_a_pane_at_once_and_end_follows_again():
     app = _launch_app()
     async with app.run_test(size=(160, 48)) as pilot:
