@@ -128,7 +128,9 @@ class LogPane(ScrollView, can_focus=True):
             self.border_title = f"{self.heading} ({self.total} lines)"
         if at_end:
             self.scroll_to(y=self.max_scroll_y, animate=False)
-        self.refresh()
+        # The rows only: the border (with the title, costly to draw) keeps what it drew until
+        # the title changes, which refreshes the whole pane.
+        self.refresh(self.scrollable_content_region.reset_offset)
 
     def _item(self, item: str | tuple[str, str | None]) -> tuple[str, str | None]:
         if isinstance(item, tuple):
