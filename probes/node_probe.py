@@ -192,32 +192,288 @@ def which(name, extra_dirs=()):
 
 # -------------------------------------------------------------- redaction ---
 
-SECRET_NAME = re.compile(
-    r"(?i)(token|secret|passw(or)?d|passwd|credential|api[_-]?key|(^|_)key($|_))"
+# The same rules as epdoctor/redact.py, copied verbatim (the probe runs without
+# epdoctor); tests/hostile/test_secrets.py fails when the copies differ.
+# ---- redaction rules: begin ----
+MASK = "[REDACTED]"
+
+# A name is secret when it contains one of these anywhere (any case, camelCase too).
+# `token` is not `tokens` / `tokenizer` (max_num_batched_tokens stays readable).
+_NAME_WORDS = re.compile(
+    r"token(?!s|iz)|secret|passw(?:or)?d|passphrase|credential|api[_.-]?key|apikey"
+    r"|access[_.-]?key|private[_.-]?key|authorization|signature|cookie",
+    re.I,
 )
-SECRET_VALUE = [
-    re.compile(r"hf_[A-Za-z0-9]{20,}"),
-    re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"),
-    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{16,}"),
-    re.compile(r"(://[^/\s:@]+:)[^@\s/]+@"),
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
-]
+# ... or when one of its parts is one of these (HF_AUTH, DB_PASS, EP_NIC_KEY, GITHUB_PAT).
+_NAME_PARTS = frozenset(("key", "pass", "pwd", "auth", "creds", "cred", "pat"))
+# Tuning knobs of the stack: only the words above make them secret, never the parts
+# (no NCCL/libfabric knob holds a secret; NCCL_IB_PKEY is a partition key number).
+_KNOB_PREFIXES = (
+    "NCCL_",
+    "TORCH_NCCL_",
+    "FI_",
+    "OFI_",
+    "NVSHMEM_",
+    "UCX_",
+    "RDMAV_",
+    "GDRCOPY_",
+    "CUDA_",
+    "MLX5_",
+)
+# The shell's working directories; a bare `key` names a label, toleration or secretKeyRef
+# entry in Kubernetes objects (node affinity checks read it), not a secret.
+_NOT_SECRET = frozenset(("PWD", "OLDPWD", "KEY", "KEYS"))
 
 
-def redact_value(value):
-    for rx in SECRET_VALUE:
-        if rx.groups:
-            value = rx.sub(lambda m: m.group(1) + "[REDACTED]", value)
-        else:
-            value = rx.sub("[REDACTED]", value)
-    return value
+def is_secret_name(name):
+    """True when a variable, key, header or flag called `name` holds a secret."""
+    name = str(name).strip().lstrip("-")
+    if not name or name.upper() in _NOT_SECRET:
+        return False
+    if _NAME_WORDS.search(name):
+        return True
+    if name.upper().startswith(_KNOB_PREFIXES):
+        return False
+    snake = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+    return any(p in _NAME_PARTS for p in re.split(r"[^a-z0-9]+", snake))
+
+
+def _masked(value):
+    return value.lstrip("\"'").startswith("[REDACTED")
+
+
+_B64 = "A-Za-z0-9+/="
+# A PEM private key: the markers stay, every base64 run between them is masked, so
+# the block keeps its lines (line numbers), YAML list items and JSON escapes.
+_PEM = re.compile(
+    r"(-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----)"
+    r"([A-Za-z0-9+/=\s\\\"',:.-]*?)"
+    r"(-----END [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----|(?![A-Za-z0-9+/=\s\\\"',:.-]))"
+)
+_PEM_RUN = re.compile(r"(?<!\\)[A-Za-z0-9+/=]+")
+_KEEP_RUNS = frozenset(("true", "false", "null"))
+
+
+def _pem_run(m):
+    run = m.group(0)
+    return run if run.isdigit() or run in _KEEP_RUNS else MASK
+
+
+def _pem(m):
+    return m.group(1) + _PEM_RUN.sub(_pem_run, m.group(2)) + m.group(3)
+
+
+_AUTH_HEADER = re.compile(
+    r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
+    r"(?!(?:bearer|basic|token|digest|negotiate|aws4-hmac-sha256)\s+\[REDACTED\])"
+    r"((?:bearer|basic|token|digest|negotiate|aws4-hmac-sha256)\s+)?"
+    r"(?!\[REDACTED\])[^\s\"',;]+"
+)
+_BEARER = re.compile(r"(?i)\b(bearer\s+)(?!\[REDACTED\])[A-Za-z0-9._~+/=-]{8,}")
+# Kubernetes/compose env entries: name: HF_TOKEN <newline> value: ... (YAML, flow, JSON).
+_NAME_VALUE = re.compile(
+    r"(\bname[\"']?\s*[:=]\s*[\"']?([A-Za-z_][A-Za-z0-9_.-]*)[\"']?\s*,?[ \t]*"
+    r"(?:\r?\n[ \t-]*)?[\"']?value[\"']?\s*[:=]\s*)"
+    r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s,}\]]+)"
+)
+# NCCL INFO NAME set by environment to VALUE
+_NCCL_ENV = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)( set by environment to )(\S+)")
+# Dockerfile ENV/ARG in the space form: ENV HF_TOKEN hf_xxx
+_DOCKER_ENV = re.compile(
+    r"(?im)^([ \t]*(?:ENV|ARG)[ \t]+)([A-Za-z_][A-Za-z0-9_]*)([ \t]+)([^=\s].*)$"
+)
+# --api-key KEY, --api-key=KEY, --hf_token "x"
+_FLAG = re.compile(
+    r"(?<![\w-])(--?[A-Za-z][A-Za-z0-9_.-]*)(=|[ \t]+)(?!-)"
+    r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)"
+)
+# NAME=VALUE, NAME: VALUE, "name": "value", export NAME="value", name = value
+_ASSIGN = re.compile(
+    r"(?<![A-Za-z0-9_.-])([\"']?)([A-Za-z_][A-Za-z0-9_.-]*)\1([ \t]*[=:][ \t]*)"
+    r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;&|)}\]]+)"
+)
+_JSON_LITERAL = re.compile(r"^(?:-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null)$")
+# mysql -u root -pSECRET (a glued -p; -p8000 is a port, -pthread a compiler flag)
+_GLUED_P = re.compile(r"(?<![\w-])(-p)([^\s\"'-]\S*)")
+_P_CLIENTS = re.compile(
+    r"\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b|(?<![\w-])-u\s*\S"
+)
+_URL_USERPASS = re.compile(
+    r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s/:@\"'<>]*):(?!\[REDACTED\])([^\s/@\"'<>]+)@"
+)
+_URL_TOKEN = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)(?!\[REDACTED\])([^\s/:@\"'<>]{16,})@")
+_SHAPES = re.compile(
+    r"\bhf_[A-Za-z0-9]{20,}"
+    r"|\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}"
+    r"|\bgithub_pat_[A-Za-z0-9_]{20,}"
+    r"|\bglpat-[A-Za-z0-9_-]{20,}"
+    r"|\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}"
+    r"|\bxox[abprs]-[A-Za-z0-9-]{10,}"
+    r"|\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[0-9A-Z]{16}\b"
+    r"|\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"
+)
+# Bare key material: a long base64 run (a PEM body line, an AWS secret key) or a padded one.
+_B64_RUN = re.compile(
+    r"(?<![A-Za-z0-9+/=_.-])(?:[A-Za-z0-9+/]{40,}={0,2}|[A-Za-z0-9+/]{16,}={1,2})(?![A-Za-z0-9+/=_.-])"
+)
+_TRIGGERS = (
+    "token", "secret", "passw", "passphrase", "credential", "key", "auth", "pass", "pwd",
+    "cred", "_pat", "pat_", "-pat", "pat=", "pat:", "pat\"", "pat'", "signature", "cookie",
+    "hf_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "glpat", "sk-", "xox", "bearer", "://",
+    "eyj", "mysql", "mariadb", "private",
+    "akia", "asia", "agpa", "aida", "aroa", "aipa", "anpa", "anva", "apka",
+)  # fmt: skip
+_LONG_RUN = re.compile(r"[A-Za-z0-9+/]{40}|[A-Za-z0-9+/]{16}=")
+
+
+def _b64_run(m):
+    run = m.group(0)
+    core = run.rstrip("=")
+    if run.startswith("/") or not (
+        re.search(r"[a-z]", core) and re.search(r"[A-Z]", core) and re.search(r"[0-9]", core)
+    ):
+        return run
+    if len(core) < 40 and run == core:
+        return run
+    if max(len(s) for s in core.split("/")) < 16:
+        return run  # a path (DeepEP2/csrc/kernels/...), not key material
+    return MASK
+
+
+def _auth_header(m):
+    return m.group(1) + (m.group(2) or "") + MASK
+
+
+def _name_value(m):
+    if not is_secret_name(m.group(2)) or _masked(m.group(3)):
+        return m.group(0)
+    return m.group(1) + _quoted_mask(m.group(3))
+
+
+def _quoted_mask(value):
+    if len(value) >= 2 and value[0] in "\"'" and value[-1] == value[0]:
+        return value[0] + MASK + value[0]
+    return MASK
+
+
+def _nccl_env(m):
+    if not is_secret_name(m.group(1)) or _masked(m.group(3)):
+        return m.group(0)
+    return m.group(1) + m.group(2) + MASK
+
+
+def _docker_env(m):
+    if not is_secret_name(m.group(2)) or _masked(m.group(4)):
+        return m.group(0)
+    return m.group(1) + m.group(2) + m.group(3) + MASK
+
+
+def _flag(m):
+    if not is_secret_name(m.group(1)) or _masked(m.group(3)):
+        return m.group(0)
+    return m.group(1) + m.group(2) + _quoted_mask(m.group(3))
+
+
+def _assign(m):
+    quote, name, sep, value = m.group(1), m.group(2), m.group(3), m.group(4)
+    if not is_secret_name(name) or _masked(value) or name.lower().endswith("authorization"):
+        return m.group(0)  # an Authorization header was masked whole, scheme kept
+    if quote and value[0] not in "\"'" and _JSON_LITERAL.match(value):
+        return m.group(0)  # "max_token": 5 in JSON text: a number, and a bare MASK breaks JSON
+    if ":" in sep and value.startswith("//"):
+        return m.group(0)  # token://... is a URL scheme, not an assignment
+    return quote + name + quote + sep + _quoted_mask(value)
+
+
+def _glued_p(m):
+    value = m.group(2)
+    if value.isdigit() or _masked(value):
+        return m.group(0)
+    return m.group(1) + MASK
+
+
+def redact_text(text):
+    """Mask every secret in a free text (a log line, a file, a message). Idempotent."""
+    if not text:
+        return text
+    low = text.lower()
+    if not any(t in low for t in _TRIGGERS) and not _LONG_RUN.search(text):
+        return text
+    if "-----BEGIN" in text:
+        text = _PEM.sub(_pem, text)
+    text = _AUTH_HEADER.sub(_auth_header, text)
+    text = _BEARER.sub(lambda m: m.group(1) + MASK, text)
+    if "value" in low:
+        text = _NAME_VALUE.sub(_name_value, text)
+    if "set by environment" in low:
+        text = _NCCL_ENV.sub(_nccl_env, text)
+    if "env" in low or "arg" in low:
+        text = _DOCKER_ENV.sub(_docker_env, text)
+    if "-" in text:
+        text = _FLAG.sub(_flag, text)
+    if "=" in text or ":" in text:
+        text = _ASSIGN.sub(_assign, text)
+    if "-p" in text and _P_CLIENTS.search(text):
+        text = _GLUED_P.sub(_glued_p, text)
+    if "://" in text:
+        text = _URL_USERPASS.sub(lambda m: m.group(1) + m.group(2) + ":" + MASK + "@", text)
+        text = _URL_TOKEN.sub(lambda m: m.group(1) + MASK + "@", text)
+    text = _SHAPES.sub(MASK, text)
+    return _B64_RUN.sub(_b64_run, text)
+
+
+def redact_argv(argv):
+    """A command line as its words (/proc/PID/cmdline): `--api-key KEY` masks the next word."""
+    words = [str(a) for a in argv]
+    mysql = any(_P_CLIENTS.search(w) for w in words) or "-u" in words
+    out = []
+    secret_next = False
+    for w in words:
+        if secret_next and not w.startswith("-"):
+            out.append(MASK)
+            secret_next = False
+            continue
+        secret_next = w.startswith("-") and "=" not in w and is_secret_name(w)
+        if mysql and w.startswith("-p") and len(w) > 2 and not w[2:].isdigit():
+            out.append("-p" + MASK)
+            continue
+        out.append(redact_text(w))
+    return out
 
 
 def redact_env(env):
-    out = {}
-    for k, v in env.items():
-        out[k] = "[REDACTED]" if SECRET_NAME.search(k) else redact_value(v)
-    return out
+    """An environment: secret names lose their values, every other value is redact_text'ed."""
+    return dict((k, MASK if (is_secret_name(k) and v) else redact_text(v)) for k, v in env.items())
+
+
+def redact_obj(obj):
+    """Deep-redact a JSON-shaped value: keys that name secrets lose their (string) values,
+    {"name": SECRET, "value": X} entries lose X, lists of words are read as command lines."""
+    if isinstance(obj, str):
+        return redact_text(obj)
+    if isinstance(obj, (list, tuple)):
+        if obj and all(isinstance(v, str) for v in obj):
+            return redact_argv(obj)
+        return [redact_obj(v) for v in obj]
+    if isinstance(obj, dict):
+        pair = isinstance(obj.get("name"), str) and is_secret_name(obj["name"])
+        out = {}
+        for k, v in obj.items():
+            key = redact_text(k) if isinstance(k, str) else k
+            if (
+                isinstance(v, str)
+                and v
+                and not _masked(v)
+                and (is_secret_name(k) or (pair and k == "value"))
+            ):
+                out[key] = MASK
+            else:
+                out[key] = redact_obj(v)
+        return out
+    return obj
+
+
+# ---- redaction rules: end ----
 
 
 # Only the environment that can matter to this stack leaves the node.
@@ -907,12 +1163,14 @@ def nccl_conf(env):
         if p:
             text = read(p, 65536)
             if text is not None:
-                out[p] = "\n".join(
-                    (k + "=" + ("[REDACTED]" if SECRET_NAME.search(k) else redact_value(v)))
-                    if "=" in line and not line.lstrip().startswith("#")
-                    else line
-                    for line in text.splitlines()
-                    for k, _, v in [line.partition("=")]
+                out[p] = redact_text(
+                    "\n".join(
+                        (k + "=" + (MASK if is_secret_name(k.strip()) else v))
+                        if "=" in line and not line.lstrip().startswith("#")
+                        else line
+                        for line in text.splitlines()
+                        for k, _, v in [line.partition("=")]
+                    )
                 )
     return out
 
@@ -939,7 +1197,7 @@ def process(pid):
         out["env"] = pick_env(env)
     cmd = read(base + "/cmdline", 65536)
     if cmd is not None:
-        out["cmdline"] = [redact_value(a) for a in cmd.split("\0") if a]
+        out["cmdline"] = redact_argv([a for a in cmd.split("\0") if a])
     return out
 
 
