@@ -3,6 +3,11 @@
 ``diagnose_many`` fans out over targets with a bounded pool and a per-target
 deadline, so one dead host never stalls the rest: its failure becomes that
 target's error line.
+
+It is also the redaction boundary for what a target says besides its probe
+document (which ``load_probe_doc`` redacts): side facts (a pod's spec, events and
+log tail) are redacted before checks read them, and each result's target details
+and error message before anything renders them.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from epdoctor.checks import load_all
 from epdoctor.checks.base import Context, run_checks
 from epdoctor.facts.node import NodeFacts, build_node_facts
 from epdoctor.facts.probe_doc import ProbeDocError, load_probe_doc
-from epdoctor.model import TargetResult
+from epdoctor.model import TargetInfo, TargetResult
+from epdoctor.redact import redact_obj, redact_text
 from epdoctor.targets.base import ProbeOptions, Target, TargetError
 
 Progress = Callable[[Target, str], None]  # (target, state) with state in start/done/error
@@ -66,9 +72,9 @@ def _with_side_facts(target: Target, diag: Diagnosis, ctx: Context) -> Diagnosis
     if side is None:
         return diag
     try:
-        extra = side(diag)
+        extra = redact_obj(side(diag))
     except TargetError as exc:
-        diag.extra["side_facts_error"] = str(exc)
+        diag.extra["side_facts_error"] = redact_text(str(exc))
         return diag
     for domain, facts in extra.items():
         diag.extra[domain] = facts
@@ -124,9 +130,21 @@ def _one(
         diag = Diagnosis(TargetResult(target.info, error=f"{type(exc).__name__}: {exc}"))
     finally:
         _close_quietly(target)
+    _redact_result(diag.result)
     if progress:
         progress(target, "error" if diag.result.error else "done")
     return diag
+
+
+def _redact_result(result: TargetResult) -> None:
+    """A target's own words (its name, details, error) are redacted like its probe output."""
+    info = result.target
+    name = redact_text(info.name)
+    result.target = TargetInfo(name, info.kind, {k: redact_text(v) for k, v in info.detail.items()})
+    if name != info.name:
+        result.findings = [_with_target(f, name) for f in result.findings]
+    if result.error:
+        result.error = redact_text(result.error)
 
 
 def _close_quietly(target: Target) -> None:

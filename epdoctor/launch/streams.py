@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from epdoctor.launch.launcher import Node, Proc
+from epdoctor.redact import redact_text
 
 MAX_LINE = 64 * 1024  # a line longer than this is cut, never held whole
 
@@ -72,7 +73,11 @@ class Follower:
 
 
 class LineSplitter:
-    """Bytes in, complete decoded lines out; a partial last line waits for its end."""
+    """Bytes in, complete decoded and redacted lines out; a partial last line waits for its end.
+
+    Every launch pane line (``epdoctor run`` and the TUI) comes from here, so this is where
+    launch output is redacted (epdoctor.redact), before any pane or screen holds it.
+    """
 
     def __init__(self) -> None:
         self._buf = b""
@@ -83,11 +88,11 @@ class LineSplitter:
         if len(self._buf) > MAX_LINE:
             lines.append(self._buf[:MAX_LINE])
             self._buf = b""
-        return [ln[:MAX_LINE].decode("utf-8", "replace").rstrip("\r") for ln in lines]
+        return [redact_text(ln[:MAX_LINE].decode("utf-8", "replace").rstrip("\r")) for ln in lines]
 
     def flush(self) -> list[str]:
         rest, self._buf = self._buf, b""
-        return [rest.decode("utf-8", "replace")] if rest else []
+        return [redact_text(rest.decode("utf-8", "replace"))] if rest else []
 
 
 # torchrun --tee prefixes each local rank's lines with [<role><local_rank>]:

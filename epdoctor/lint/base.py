@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from epdoctor import knowledge
+from epdoctor.redact import redact_text
 
 # Folders no recipe keeps its files in; walking them would only cost time.
 SKIP_DIRS = frozenset(
@@ -108,7 +109,9 @@ class RecipeFile:
     @property
     def text(self) -> str:
         if self._text is None:
-            self._text = self.path.read_text(encoding="utf-8", errors="replace")
+            # Redacted as it is read: no linter, message, YAML error or SARIF result can
+            # repeat a secret (masking keeps the file's lines, so line numbers hold).
+            self._text = redact_text(self.path.read_text(encoding="utf-8", errors="replace"))
         return self._text
 
     @property
