@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
+import zlib
 
 from epdoctor import exitcodes
 from epdoctor.commands._common import (
@@ -16,6 +18,7 @@ from epdoctor.commands._common import (
     progress,
 )
 from epdoctor.model import EpdoctorError, Finding
+from epdoctor.redact import redact_obj, redact_text
 
 NAME = "diagnose"
 HELP = "diagnose this host (default), SSH hosts, Kubernetes pods or a saved bundle (read-only)"
@@ -69,9 +72,13 @@ def _fleet_findings(diagnoses: list) -> list[Finding]:
 
 def run(args: argparse.Namespace) -> int:
     from epdoctor.diagnose import diagnose_many
+    from epdoctor.safeio import check_source
     from epdoctor.targets.base import TargetError
     from epdoctor.targets.selection import targets_from_args
 
+    for path in args.log:
+        if path != "-":
+            check_source(path, "log file")  # before any probe: a FIFO or device never ends
     try:
         targets = targets_from_args(args)
     except TargetError as exc:
@@ -88,20 +95,25 @@ def run(args: argparse.Namespace) -> int:
         from epdoctor.checks.logs import analyze_paths
         from epdoctor.reports import logs_report
 
-        logs = analyze_paths(args.log, ctx)
+        try:
+            logs = analyze_paths(args.log, ctx)
+        except (OSError, EOFError, zlib.error) as exc:  # EOFError, zlib.error: a cut .gz
+            raise EpdoctorError(f"cannot read log: {exc} (truncated or corrupt?)") from exc
         logs_report.attach(results, logs)
     context = {"transport": args.transport, "engine": args.engine, "instance": args.instance}
     if args.json:
         from epdoctor.reports import json_report
 
         out = json_report.render(results, context, fleet)
-        out = logs_report.extend_report("json", out, logs) if logs else out
+        if logs:  # the per-rank part joins the report: redacted with it, not after it
+            out = _redacted_json(logs_report.extend_report("json", out, logs))
         sys.stdout.write(out + "\n")
     elif args.markdown:
         from epdoctor.reports import markdown
 
         out = markdown.render(results, context, fleet, verbose=args.verbose)
-        out = logs_report.extend_report("markdown", out, logs) if logs else out
+        if logs:
+            out = redact_text(logs_report.extend_report("markdown", out, logs))
         sys.stdout.write(out + "\n")
     else:
         from epdoctor.reports import text
@@ -111,6 +123,10 @@ def run(args: argparse.Namespace) -> int:
         text.render(console(), results, fleet, verbose=args.verbose)
     code = exitcodes.for_results(results + ([_fleet_result(fleet)] if fleet else []), args.fail_on)
     return code
+
+
+def _redacted_json(text: str) -> str:
+    return json.dumps(redact_obj(json.loads(text)), indent=2, default=str)
 
 
 def _fleet_result(fleet: list[Finding]):
