@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from epdoctor import __version__
 from epdoctor.redact import redact_obj, redact_text
+from epdoctor.safeio import write_file
 from epdoctor.targets.replay import FORMAT, MANIFEST
 
 if TYPE_CHECKING:
@@ -25,12 +26,21 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes, mtime: float) -> None:
 
 
 def write_bundle(
-    path: str, diagnoses: list[Diagnosis], argv: list[str], logs: dict[str, bytes] | None = None
+    path: str,
+    diagnoses: list[Diagnosis],
+    argv: list[str],
+    logs: dict[str, bytes] | None = None,
+    force: bool = False,
 ) -> int:
-    """Write the bundle; returns how many targets it holds. Logs go to the first target."""
+    """Write the bundle; returns how many targets it holds. Logs go to the first target.
+
+    Nothing is written when no target was probed; otherwise the file appears whole (see
+    epdoctor.safeio.write_file: never through a symbolic link, an existing one only with
+    ``force``)."""
     now = time.time()
     entries: list[dict[str, Any]] = []
-    with tarfile.open(path, "w:gz") as tar:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for i, d in enumerate(diagnoses):
             if d.probe_doc is None:
                 continue
@@ -62,4 +72,6 @@ def write_bundle(
             "targets": entries,
         }
         _add(tar, MANIFEST, json.dumps(manifest, indent=2).encode(), now)
+    if entries:
+        write_file(path, buf.getvalue(), force=force)
     return len(entries)

@@ -65,5 +65,5 @@ def write_bundle(path: Path, docs: dict[str, str]) -> Path:
 
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as d:
-        out = write_bundle(FIXTURE, probe_docs(Path(d)))
+        out = write_bundle(FIXTURE, probe_docs(Path(d)), force=True)
     print(out)

@@ -28,6 +28,9 @@ def register(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="also store this log file (redacted) in the bundle",
     )
+    p.add_argument(
+        "--force", action="store_true", help="replace the bundle file when it exists already"
+    )
     add_probe_arguments(p)
     add_target_arguments(p)
     p.add_argument("--parallel", type=int, default=16, metavar="N")
@@ -37,21 +40,26 @@ def run(args: argparse.Namespace) -> int:
     from epdoctor.bundle import write_bundle
     from epdoctor.checks.base import Context
     from epdoctor.diagnose import diagnose_many
+    from epdoctor.safeio import check_output, check_source
     from epdoctor.targets.base import TargetError
     from epdoctor.targets.selection import targets_from_args
 
+    out = args.output or f"epdoctor-{socket.gethostname()}-{time.strftime('%Y%m%d-%H%M%S')}.tar.gz"
+    # Everything that can be refused is refused before a target is probed.
+    check_output(out, args.force, "bundle")
+    for path in args.log:
+        check_source(path, "log file")
     try:
         targets = targets_from_args(args)
     except TargetError as exc:
         raise EpdoctorError(str(exc)) from exc
-    out = args.output or f"epdoctor-{socket.gethostname()}-{time.strftime('%Y%m%d-%H%M%S')}.tar.gz"
     logs: dict[str, bytes] = {}
     for path in args.log:
         try:
             with open(path, "rb") as f:
                 logs[path.replace("/", "_").lstrip("_")] = f.read(64 << 20)
         except OSError as exc:
-            raise EpdoctorError(f"cannot read log {path}: {exc}") from exc
+            raise EpdoctorError(f"cannot read log {path}: {exc.strerror or exc}") from exc
     with progress(True, len(targets)) as cb:
         diagnoses = diagnose_many(
             targets, Context(), probe_options_from(args), parallel=args.parallel, progress=cb
@@ -59,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     for d in diagnoses:
         if d.result.error:
             print(f"epdoctor: {d.result.target.name}: {d.result.error}", file=sys.stderr)
-    n = write_bundle(out, diagnoses, sys.argv, logs)
+    n = write_bundle(out, diagnoses, sys.argv, logs, force=args.force)
     if n == 0:
         raise EpdoctorError("no target could be probed; nothing to save")
     print(f"wrote {out} ({n} target(s)); replay with: epdoctor diagnose --bundle {out}")

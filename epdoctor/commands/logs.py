@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import signal
 import sys
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
 from epdoctor import exitcodes
 from epdoctor.model import EpdoctorError, Status
 from epdoctor.redact import redact_text
+from epdoctor.safeio import check_source, plain
 
 NAME = "logs"
 HELP = "analyze NCCL / aws-ofi-nccl / DeepEP / engine logs per rank (files, '-', .gz, pods, SSH)"
@@ -75,6 +76,13 @@ def register(p: argparse.ArgumentParser) -> None:
     k.add_argument("--context", metavar="NAME", help="kubeconfig context")
     k.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (default: $KUBECONFIG)")
     k.add_argument(
+        "--request-timeout",
+        type=float,
+        metavar="S",
+        help="seconds to wait for each API call of --pod (default 20; a --follow waits "
+        "for new lines as long as it runs)",
+    )
+    k.add_argument(
         "--ssh",
         action="append",
         default=[],
@@ -112,9 +120,12 @@ def _check_args(args: argparse.Namespace) -> None:
         raise EpdoctorError("--all-containers and --previous go with --pod")
     if args.timeout is not None and (not args.follow or args.timeout <= 0):
         raise EpdoctorError("--timeout S (S > 0) goes with --follow")
+    rt = getattr(args, "request_timeout", None)
+    if rt is not None and (rt <= 0 or not args.pod):
+        raise EpdoctorError("--request-timeout S (S > 0) goes with --pod")
     for path in args.files:
-        if path != "-" and not os.path.isfile(path):
-            raise EpdoctorError(f"no such log file: {path}")
+        if path != "-":
+            check_source(path, "log file")  # a FIFO, device or folder would never end a read
 
 
 def remote_streams(args: argparse.Namespace, follow: bool = False) -> tuple[list, list[str]]:
@@ -149,7 +160,9 @@ def _pod_streams(args: argparse.Namespace, follow: bool) -> tuple[list, list[str
         kube.valid_namespace(args.namespace)
     if args.container:
         kube.valid_container_name(args.container)
-    session = kube.KubeSession.connect(args.context, args.kubeconfig, None)
+    session = kube.KubeSession.connect(
+        args.context, args.kubeconfig, getattr(args, "request_timeout", None)
+    )
     streams, notes = [], []
     for name in args.pod:
         for pod in kube.select_pods(session, namespace=args.namespace, pod=name):
@@ -167,7 +180,7 @@ def _pod_streams(args: argparse.Namespace, follow: bool) -> tuple[list, list[str
 
 
 def _note(text: str) -> None:
-    print(f"epdoctor: {redact_text(text)}", file=sys.stderr, flush=True)
+    print(f"epdoctor: {plain(redact_text(text))}", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -184,8 +197,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         a = analyze_paths(args.files, context_of(args), streams=[(s.name, s) for s in streams])
-    except (OSError, TargetError) as exc:
-        raise EpdoctorError(redact_text(f"cannot read log: {exc}")) from exc
+    except (OSError, EOFError, zlib.error, TargetError) as exc:  # EOFError: a cut .gz
+        why = f"{exc} (truncated or corrupt)" if isinstance(exc, (EOFError, zlib.error)) else exc
+        raise EpdoctorError(redact_text(plain(f"cannot read log: {why}"))) from exc
     finally:
         for s in streams:
             s.stop()
