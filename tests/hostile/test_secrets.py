@@ -1,0 +1,490 @@
+"""Planted secrets: each secret form in each carrier, every output format grepped for it.
+
+The bar is 0 leaks. Every value below is made up here and planted on purpose; none is a
+real credential. Carriers are what epdoctor reads: the local probe's environment, the argv
+and environ of a real process read with ``--pid``, a log file (``logs``, ``diagnose --log``,
+``collect --log``), a recipe folder (``lint``), a hand-made bundle (``diagnose --bundle``, the
+TUI) and launch stream lines (the panes). Formats are everything epdoctor writes from them:
+text, ``--json``, ``--markdown``, SARIF, every member of a written bundle, the TUI's screen
+and the launch panes. Commands run as ``python -m epdoctor`` subprocesses.
+
+``pytest -s`` prints the matrix (carrier x format: forms tried, forms leaked).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import io
+import json
+import os
+import re
+import runpy
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURE_BUNDLE = REPO / "tests" / "fixtures" / "tui" / "three-nodes.tar.gz"
+
+
+# --------------------------------------------------------------------------- the forms
+def _b64_line(seed: str, nbytes: int) -> str:
+    raw = b"".join(hashlib.sha256(f"{seed}{i}".encode()).digest() for i in range(4))
+    return base64.b64encode(raw[:nbytes]).decode()
+
+
+PEM_LINES = [_b64_line(f"planted pem line {i}", 48) for i in range(3)] + [
+    _b64_line("planted pem tail", 20)  # a short last line with '=' padding
+]
+PEM = "\n".join(["-----BEGIN PRIVATE KEY-----", *PEM_LINES, "-----END PRIVATE KEY-----"])
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwbGFudGVkIn0.PlantedJwtSig0abcDEF12"
+
+# form -> (text carrying it, the planted values that must never be printed)
+SHAPES: dict[str, tuple[str, list[str]]] = {
+    "hf_": ("hf_PlAnTeDhF0a1b2c3d4e5f6g7h8i9j0kLmN", ["hf_PlAnTeDhF0a1b2c3d4e5f6g7h8i9j0kLmN"]),
+    "ghp_": ("ghp_PlantedGhp0a1b2c3d4e5f6g7h8i9j0kLmN", ["PlantedGhp0a1b2c3d4e5f6g7h8i9j0kLmN"]),
+    "gho_": ("gho_PlantedGho0a1b2c3d4e5f6g7h8i9j0kLmN", ["PlantedGho0a1b2c3d4e5f6g7h8i9j0kLmN"]),
+    "ghu_": ("ghu_PlantedGhu0a1b2c3d4e5f6g7h8i9j0kLmN", ["PlantedGhu0a1b2c3d4e5f6g7h8i9j0kLmN"]),
+    "ghs_": ("ghs_PlantedGhs0a1b2c3d4e5f6g7h8i9j0kLmN", ["PlantedGhs0a1b2c3d4e5f6g7h8i9j0kLmN"]),
+    "github_pat_": (
+        "github_pat_11PLANTED0_PlantedFineGrained0a1b2c3d4e5f6g7h8i9j0k",
+        ["PlantedFineGrained0a1b2c3d4e5f6g7h8i9j0k"],
+    ),
+    "AKIA": ("AKIAPLANTED0KEYID123", ["AKIAPLANTED0KEYID123"]),
+    "ASIA": ("ASIAPLANTED0SESS4567", ["ASIAPLANTED0SESS4567"]),
+    "Bearer": ("Bearer PlantedBearer0paque9x8y7", ["PlantedBearer0paque9x8y7"]),
+    "Authorization": (
+        "Authorization: Basic UGxhbnRlZEJhc2ljOnMzY3IzdA==",
+        ["UGxhbnRlZEJhc2ljOnMzY3IzdA"],
+    ),
+    "url user:pass@": ("https://alice:PlantedUrlPass77@hub.example.com/x", ["PlantedUrlPass77"]),
+    "url TOKEN@": (
+        "https://PlantedUrlToken0abcdefgh12@github.com/org/repo.git",
+        ["PlantedUrlToken0abcdefgh12"],
+    ),
+    "JWT": (JWT, [JWT, "PlantedJwtSig0abcDEF12", "eyJzdWIiOiJwbGFudGVkIn0"]),
+}
+PEM_NEEDLES = [ln.rstrip("=") for ln in PEM_LINES]
+# variables whose names make them secret (values have no secret shape of their own)
+NAMES: dict[str, str] = {
+    "HF_TOKEN": "plantedHfTok1",
+    "HUGGING_FACE_HUB_TOKEN": "plantedHubTok2",
+    "AWS_SECRET_ACCESS_KEY": "plantedAwsSecret3",
+    "AWS_SESSION_TOKEN": "plantedAwsSess4",
+    "VLLM_API_KEY": "plantedVllmKey5",
+    "NCCL_PLANTED_PASSWORD": "plantedNcclPw6",
+    "EP_NIC_KEY": "plantedEpKey7",
+    "SGL_AUTH": "plantedSglAuth8",
+}
+# command-line flags vLLM, SGLang and database clients take secrets by
+FLAGS: dict[str, tuple[list[str], str]] = {
+    "--api-key KEY": (["--api-key", "plantedFlagKey1"], "plantedFlagKey1"),
+    "--api-key=KEY": (["--api-key=plantedFlagKey2"], "plantedFlagKey2"),
+    "--password X": (["--password", "plantedFlagPw3"], "plantedFlagPw3"),
+    "-pX": (["-u", "root", "-pplantedMyPw4"], "plantedMyPw4"),
+    "--token X": (["--token", "plantedFlagTok5"], "plantedFlagTok5"),
+    "--hf-token X": (["--hf-token", "plantedFlagHf6"], "plantedFlagHf6"),
+    "--hf_token X": (["--hf_token", "plantedFlagHf7"], "plantedFlagHf7"),
+}
+NCCL_ENV = ("NCCL_PLANTED_TOKEN set by environment to plantedNcclEnv9", ["plantedNcclEnv9"])
+
+# Every form's needles, by name.
+FORMS: dict[str, list[str]] = {k: v[1] for k, v in SHAPES.items()}
+FORMS["PEM block"] = PEM_NEEDLES
+FORMS.update({f"name {k}": [v] for k, v in NAMES.items()})
+FORMS.update({f"flag {k}": [v] for k, (_, v) in FLAGS.items()})
+FORMS["NCCL set by environment"] = NCCL_ENV[1]
+ALL_NEEDLES = [n for ns in FORMS.values() for n in ns]
+
+# name the probe keeps readable next to the secrets: redaction must not blank the stack's knobs
+READABLE = {"NCCL_NET_GDR_LEVEL": "PHB", "NCCL_IB_PKEY": "3", "NCCL_DEBUG": "INFO"}
+
+
+def planted_env() -> dict[str, str]:
+    """Stack-prefixed variables (the probe keeps only those) carrying every env-able form."""
+    env = dict(NAMES)
+    for i, (_, (text, _)) in enumerate(SHAPES.items()):
+        env[f"VLLM_PLANTED_{i}"] = text
+    env["VLLM_PLANTED_PEM"] = PEM
+    env["VLLM_PLANTED_ARGS"] = " ".join(w for ws, _ in FLAGS.values() for w in ws)
+    env.update(READABLE)
+    return env
+
+
+ENV_FORMS = [f for f in FORMS if f != "NCCL set by environment"]
+
+
+def planted_log() -> str:
+    """NCCL and engine lines with one form each (WARN lines are quoted as evidence)."""
+    out = ["p5en-a-0:9001:9001 [0] NCCL INFO NCCL version 2.30.4+cuda13.0"]
+    warn = "p5en-a-0:9001:9050 [0] misc.cc:12 NCCL WARN"
+    for text, _ in SHAPES.values():
+        out.append(f"{warn} connect failed: {text}")
+    for k, v in NAMES.items():
+        out.append(f"{warn} {k}={v}")
+    for words, _ in FLAGS.values():
+        out.append(f"{warn} engine args: vllm serve m {' '.join(words)}")
+    out.append(f"p5en-a-0:9001:9001 [0] NCCL INFO {NCCL_ENV[0]}")
+    out += ["Traceback (most recent call last):", *PEM.splitlines(), "RuntimeError: bad key"]
+    return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------- running
+def epd(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> str:
+    full = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", "COLUMNS": "400"}
+    full.update(env or {})
+    r = subprocess.run(
+        [sys.executable, "-m", "epdoctor", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        cwd=REPO,
+        timeout=timeout,
+    )
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    return r.stdout + r.stderr
+
+
+def bundle_text(path: Path) -> str:
+    with tarfile.open(path) as tar:
+        return "\n".join(
+            tar.extractfile(m).read().decode("utf-8", "replace")  # type: ignore[union-attr]
+            for m in tar.getmembers()
+            if m.isfile()
+        )
+
+
+def leaks(text: str, forms: list[str]) -> list[str]:
+    """The forms of which some planted value appears in `text` (also JSON-escaped)."""
+    hay = text + "\n" + text.replace("\\n", "\n")
+    return [f for f in forms if any(n in hay for n in FORMS[f])]
+
+
+MATRIX: dict[tuple[str, str], tuple[int, list[str]]] = {}
+
+
+def check(carrier: str, outputs: dict[str, str], forms: list[str]) -> None:
+    bad = {}
+    for fmt, text in outputs.items():
+        found = leaks(text, forms)
+        MATRIX[(carrier, fmt)] = (len(forms), found)
+        if found:
+            bad[fmt] = found
+    assert not bad, f"{carrier}: planted secrets printed: {bad}"
+
+
+@pytest.fixture(scope="module")
+def empty_root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("root")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _print_matrix():
+    yield
+    if not MATRIX:
+        return
+    tried = sum(n for n, _ in MATRIX.values())
+    leaked = sum(len(f) for _, f in MATRIX.values())
+    print(f"\nplanted-secret sweep: {len(MATRIX)} carrier x format cells, {tried} form checks, "
+          f"{leaked} leaked")  # fmt: skip
+    for (carrier, fmt), (n, found) in sorted(MATRIX.items()):
+        print(f"  {carrier:<12} {fmt:<22} {n:>3} forms  {len(found)} leaked {found or ''}")
+
+
+# --------------------------------------------------------------------------- carriers
+def test_local_probe_environment(tmp_path, empty_root):
+    env = planted_env()
+    root = ["--root", str(empty_root)]
+    out = {
+        "diagnose text": epd("diagnose", "-v", *root, env=env),
+        "diagnose --json": epd("diagnose", "--json", *root, env=env),
+        "diagnose --markdown": epd("diagnose", "--markdown", "-v", *root, env=env),
+    }
+    bundle = tmp_path / "b.tar.gz"
+    epd("collect", "-o", str(bundle), *root, env=env)
+    out["collect bundle"] = bundle_text(bundle)
+    check("probe env", out, ENV_FORMS)
+    # the stack's knobs stay readable beside the masked values
+    doc = json.loads(out["diagnose --json"])
+    assert {k: doc["facts"]["env"][k] for k in READABLE} == READABLE
+
+
+@pytest.fixture()
+def planted_process():
+    argv = [w for ws, _ in FLAGS.values() for w in ws]
+    argv += [text for text, _ in SHAPES.values()] + [PEM]
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)", *argv],
+        env={**os.environ, **planted_env()},
+    )
+    try:
+        yield child.pid
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_pid_argv_and_environ(tmp_path, empty_root, planted_process):
+    pid = ["--pid", str(planted_process), "--root", str(empty_root)]
+    out = {
+        "diagnose text": epd("diagnose", "-v", *pid),
+        "diagnose --json": epd("diagnose", "--json", *pid),
+        "diagnose --markdown": epd("diagnose", "--markdown", "-v", *pid),
+    }
+    bundle = tmp_path / "b.tar.gz"
+    epd("collect", "-o", str(bundle), *pid)
+    text = bundle_text(bundle)
+    out["collect bundle"] = text
+    check("pid", out, ENV_FORMS)
+    # the process really was read: its cmdline is in the bundle, masked
+    assert "time.sleep(120)" in text and "[REDACTED]" in text
+
+
+def test_log_file(tmp_path, empty_root):
+    log = tmp_path / "planted.log"
+    log.write_text(planted_log())
+    root = ["--root", str(empty_root)]
+    out = {
+        "logs text": epd("logs", "-v", str(log)),
+        "logs --json": epd("logs", "--json", str(log)),
+        "logs --markdown": epd("logs", "--markdown", str(log)),
+        "diagnose --log text": epd("diagnose", "-v", *root, "--log", str(log)),
+        "diagnose --log --json": epd("diagnose", "--json", *root, "--log", str(log)),
+        "diagnose --log --md": epd("diagnose", "--markdown", *root, "--log", str(log)),
+    }
+    bundle = tmp_path / "b.tar.gz"
+    epd("collect", "-o", str(bundle), *root, "--log", str(log))
+    out["collect --log bundle"] = bundle_text(bundle)
+    check("log", out, list(FORMS))
+
+
+def planted_recipe(root: Path) -> Path:
+    recipe = root / "recipe"
+    recipe.mkdir()
+    docker = ["FROM nvcr.io/nvidia/pytorch:25.01-py3"]
+    for k, v in NAMES.items():
+        docker += [f"ENV {k}={v}", f"ARG {k}_B={v}", f"ENV {k}_C {v}"]
+    for i, (text, _) in enumerate(SHAPES.values()):
+        docker.append(f"RUN curl -fsSL '{text}' -o /tmp/f{i}")
+    docker.append("ENV NCCL_NET_GDR_LEVEL=PHB")
+    (recipe / "Dockerfile").write_text("\n".join(docker) + "\n")
+    sh = ["#!/bin/bash", "set -euo pipefail"]
+    sh += [f"export {k}={v}" for k, v in NAMES.items()]
+    sh += [f"vllm serve deepseek-ai/DeepSeek-V3 {' '.join(ws)}" for ws, _ in FLAGS.values()]
+    sh += [f"echo '{text}'" for text, _ in SHAPES.values()]
+    sh += [f"echo '{NCCL_ENV[0]}'", "cat > key.pem <<'EOF'", PEM, "EOF"]
+    (recipe / "run.sh").write_text("\n".join(sh) + "\n")
+    (recipe / "job.env").write_text("".join(f"{k}={v}\n" for k, v in NAMES.items()))
+    env_items = "".join(f"        - name: {k}\n          value: {v}\n" for k, v in NAMES.items())
+    args = "".join(f"        - {json.dumps(w)}\n" for ws, _ in FLAGS.values() for w in ws)
+    pem_items = "".join(f'  - "{ln}"\n' for ln in PEM.splitlines())
+    (recipe / "deploy.yaml").write_text(
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: vllm\nspec:\n"
+        "  template:\n    spec:\n      containers:\n      - name: vllm\n"
+        "        image: vllm/vllm-openai:v0.11.0\n        env:\n"
+        f"{env_items}        args:\n{args}"
+        f"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keys\ndata:\n"
+        f"  key: |\n" + "".join(f"    {ln}\n" for ln in PEM.splitlines()) + "---\n"
+        "apiVersion: v1\nkind: List\nitems:\n" + pem_items
+    )
+    # lint quotes NAME=value of the transport variables a serve script exports and its
+    # kernel test does not (C401): plant every form in such exports
+    serve = ["#!/bin/bash"] + [f"export NCCL_{k}={v}" for k, v in NAMES.items()]
+    serve += [f"export NCCL_PLANTED_{i}='{t}'" for i, (t, _) in enumerate(SHAPES.values())]
+    serve += [f"export NCCL_PLANTED_ARGS='{' '.join(ws)}'" for ws, _ in FLAGS.values()]
+    serve += [f"export NCCL_PLANTED_LOG='{NCCL_ENV[0]}'"]
+    (recipe / "serve.sh").write_text("\n".join(serve) + "\n")
+    (recipe / "kernel-test.sh").write_text("#!/bin/bash\nexport NCCL_DEBUG=INFO\n")
+    # YAML errors quote the line they stopped at: one broken manifest per form
+    for i, (_, text) in enumerate(_one_line_forms()):
+        (recipe / f"broken{i}.yaml").write_text(
+            f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x{i}\ndata:\n"
+            f"  a: {text} [unclosed\n  b: : :\n"
+        )
+    return recipe
+
+
+def _one_line_forms() -> list[tuple[str, str]]:
+    out = [(form, text) for form, (text, _) in SHAPES.items()]
+    out += [(f"name {k}", f"{k}={v}") for k, v in NAMES.items()]
+    out += [(f"flag {k}", " ".join(ws)) for k, (ws, _) in FLAGS.items()]
+    return [*out, ("NCCL set by environment", NCCL_ENV[0])]
+
+
+def test_lint_recipe(tmp_path):
+    recipe = planted_recipe(tmp_path)
+    out = {
+        "lint text": epd("lint", "--show-suppressed", str(recipe)),
+        "lint --json": epd("lint", "--json", str(recipe)),
+        "lint --sarif": epd("lint", "--sarif", str(recipe)),
+    }
+    check("lint", out, list(FORMS))
+    assert json.loads(out["lint --json"])["files"], "the recipe was linted"
+
+
+def hostile_bundle(path: Path, log: str) -> Path:
+    """The TUI fixture bundle with every form planted in target 0's probe output and manifest."""
+    with tarfile.open(FIXTURE_BUNDLE) as tar:
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+    doc = json.loads(files["targets/0/probe.json"])
+    doc["sections"]["env"].update(planted_env())
+    argv = ["/usr/bin/python3", "-m", "vllm.entrypoints.openai.api_server"]
+    argv += [w for ws, _ in FLAGS.values() for w in ws] + [t for t, _ in SHAPES.values()] + [PEM]
+    doc["sections"]["processes"] = [
+        {"pid": 4242, "exists": True, "cmdline": argv, "env": planted_env(), "mapped": []}
+    ]
+    conf = [f"{k}={v}" for k, v in NAMES.items()] + [f"NCCL_PLANTED_URL={SHAPES['url TOKEN@'][0]}"]
+    doc["sections"]["nccl_conf"] = {"/etc/nccl.conf": "\n".join(conf)}
+    doc["errors"] = {"/etc/planted": f"cannot read: {SHAPES['Bearer'][0]} {JWT}"}
+    files["targets/0/probe.json"] = json.dumps(doc).encode()
+    files["targets/0/logs/planted.log"] = log.encode()
+    manifest = json.loads(files["manifest.json"])
+    manifest["targets"][0]["detail"] = {
+        "note": " ".join(t for t, _ in SHAPES.values()),
+        "HF_TOKEN": NAMES["HF_TOKEN"],
+    }
+    files["manifest.json"] = json.dumps(manifest).encode()
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_hostile_bundle_replayed(tmp_path):
+    b = str(hostile_bundle(tmp_path / "hostile.tar.gz", planted_log()))
+    out = {
+        "diagnose text": epd("diagnose", "-v", "--bundle", b),
+        "diagnose --json": epd("diagnose", "--json", "--bundle", b),
+        "diagnose --markdown": epd("diagnose", "--markdown", "-v", "--bundle", b),
+    }
+    check("bundle", out, ENV_FORMS)
+    assert json.loads(out["diagnose --json"])["targets"][0]["target"]["name"] == "p5en-a"
+
+
+async def test_tui_on_hostile_bundle(tmp_path):
+    pytest.importorskip("textual")
+    from epdoctor.screens.app import EpdoctorApp
+
+    b = str(hostile_bundle(tmp_path / "hostile.tar.gz", planted_log()))
+    app = EpdoctorApp(target_argv=["--bundle", b])
+    screens = {}
+    async with app.run_test(size=(400, 120)) as pilot:
+        summary = app.screen.query_one("#target-summary")
+        deadline = time.monotonic() + 60
+        while "target" not in str(summary.render()) or "failing" not in str(summary.render()):
+            assert time.monotonic() < deadline, "the bundle was not diagnosed"
+            await pilot.pause(0.1)
+        screens["TUI targets"] = _screen_text(app)
+        tree = app.screen.query_one("#findings")
+        tree.focus()
+        for _ in range(4):
+            await pilot.press("down")
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        screens["TUI explain"] = _screen_text(app)
+    check("bundle", screens, ENV_FORMS)
+
+
+def _screen_text(app) -> str:
+    svg = app.export_screenshot()
+    text = html.unescape(re.sub(r"<[^>]+>", "", svg)).replace("\xa0", " ")
+    return text
+
+
+def test_launch_pane_lines():
+    from rich.console import Console
+
+    from epdoctor.launch.panes import PaneBoard
+    from epdoctor.launch.streams import LineSplitter
+
+    data = planted_log().encode()
+    sp = LineSplitter()
+    lines = []
+    for i in range(0, len(data), 97):  # chunks that cut lines (and secrets) anywhere
+        lines += sp.feed(data[i : i + 97])
+    lines += sp.flush()
+    board = PaneBoard(height=400)
+    for ln in lines:
+        board.add("rank0", ln[:150])
+    con = Console(record=True, width=400, color_system=None)
+    con.print(board)
+    check("launch", {"pane lines": "\n".join(lines), "panes": con.export_text()}, list(FORMS))
+
+
+# --------------------------------------------------------------------------- the rules
+def test_probe_copy_of_the_rules_is_verbatim():
+    begin, end = "# ---- redaction rules: begin ----", "# ---- redaction rules: end ----"
+
+    def block(path: Path) -> str:
+        s = path.read_text()
+        return s[s.index(begin) : s.index(end)]
+
+    assert block(REPO / "probes" / "node_probe.py") == block(REPO / "epdoctor" / "redact.py")
+
+
+def test_probe_and_epdoctor_redact_the_same():
+    from epdoctor import redact
+
+    probe = runpy.run_path(str(REPO / "probes" / "node_probe.py"))
+    texts = [t for t, _ in SHAPES.values()] + [PEM, NCCL_ENV[0], planted_log()]
+    texts += [f"{k}={v}" for k, v in NAMES.items()] + [" ".join(ws) for ws, _ in FLAGS.values()]
+    for t in texts:
+        assert probe["redact_text"](t) == redact.redact_text(t)
+        assert not leaks(redact.redact_text(t), list(FORMS))
+    env = planted_env()
+    assert probe["redact_env"](env) == redact.redact_env(env)
+    assert not leaks(json.dumps(redact.redact_env(env)), ENV_FORMS)
+    argv = [w for ws, _ in FLAGS.values() for w in ws]
+    assert probe["redact_argv"](argv) == redact.redact_argv(argv)
+    assert not leaks(json.dumps(redact.redact_argv(argv)), list(FORMS))
+
+
+def test_every_knob_epdoctor_knows_stays_readable():
+    from epdoctor.redact import is_secret_name
+
+    knob = re.compile(r"\b(?:NCCL|FI|OFI_NCCL|OFI|NVSHMEM|UCX|RDMAV|GDRCOPY|TORCH_NCCL)_[A-Z0-9_]+")
+    names: set[str] = set()
+    sources = [*(REPO / "epdoctor").rglob("*.py"), *(REPO / "epdoctor").rglob("*.toml")]
+    for path in [*sources, *(REPO / "docs").rglob("*.md")]:
+        names |= set(knob.findall(path.read_text(errors="replace")))
+    assert len(names) > 40
+    assert sorted(n for n in names if is_secret_name(n)) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "NCCL INFO NCCL_NET_GDR_LEVEL set by environment to PHB",
+        "NCCL_IB_PKEY=3 NCCL_SOCKET_IFNAME=^docker,lo FI_EFA_USE_DEVICE_RDMA=1",
+        "vllm serve m --tokenizer deepseek --max-num-batched-tokens 8192 -p8000",
+        "TOKENIZERS_PARALLELISM=false PWD=/home/ubuntu",
+        "gcc -pthread -O2 /home/ubuntu/DeepEP2/csrc/kernels/internode_ll.cu",
+        '{"key": "node.kubernetes.io/instance-type", "operator": "In"}',
+        "NCCL INFO Using network Libfabric",
+        '{"max_tokens": 5, "num_max_dispatch_tokens_per_rank": 128}',
+    ],
+)
+def test_knobs_and_paths_stay_readable(text):
+    from epdoctor.redact import redact_text
+
+    assert redact_text(text) == text
+
+
+def test_masking_is_idempotent_and_keeps_lines():
+    from epdoctor.redact import redact_obj, redact_text
+
+    for t in [planted_log(), PEM, json.dumps({"k": PEM, "env": planted_env()})]:
+        once = redact_text(t)
+        assert redact_text(once) == once
+        assert once.count("\n") == t.count("\n")  # lint line numbers hold
+    doc = json.loads(json.dumps({"k": PEM, "env": planted_env()}))
+    assert redact_obj(redact_obj(doc)) == redact_obj(doc)
+    assert json.loads(redact_text(json.dumps(doc)))  # still JSON
