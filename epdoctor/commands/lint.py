@@ -59,4 +59,11 @@ def run(args: argparse.Namespace) -> int:
         return exitcodes.FINDINGS
     if report.errors:
         return exitcodes.ERROR
+    if report.checked == 0:
+        why = f"{len(report.skipped)} file(s) skipped" if report.skipped else "no recipe file"
+        print(
+            f"epdoctor: error: nothing was checked in {' '.join(args.paths)} ({why})",
+            file=sys.stderr,
+        )
+        return exitcodes.ERROR
     return exitcodes.OK

@@ -27,6 +27,7 @@ import importlib
 import os
 import pkgutil
 import re
+import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,26 +195,54 @@ def _walk(root: Path) -> Iterator[Path]:
             yield Path(dirpath) / name
 
 
-def _head(path: Path) -> str | None:
+def _head(path: Path) -> tuple[str | None, str]:
+    """(first 4 KiB as text, "") or (None, why the file is skipped).
+
+    Only a regular file is opened (a FIFO would block, a device never ends)."""
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            return None
+        st = path.stat()
+    except OSError as exc:
+        return None, f"cannot read: {exc.strerror or exc}"
+    if not stat.S_ISREG(st.st_mode):
+        return None, f"not a regular file ({_kind(st.st_mode)})"
+    if st.st_size > MAX_FILE_BYTES:
+        return None, f"larger than {MAX_FILE_BYTES // 1_000_000} MB: data, not a recipe"
+    try:
         with path.open("rb") as fh:
             raw = fh.read(4096)
-    except OSError:
-        return None
+    except OSError as exc:
+        return None, f"cannot read: {exc.strerror or exc}"
     if b"\0" in raw:
-        return None  # binary
-    return raw.decode("utf-8", errors="replace")
+        return None, "binary"
+    return raw.decode("utf-8", errors="replace"), ""
 
 
-def discover(paths: Sequence[str | Path]) -> tuple[Path, list[RecipeFile]]:
-    """Files under `paths` with the kinds that claim them, and the common root.
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a directory" if stat.S_ISDIR(mode) else "a special file"
+
+
+def discover(paths: Sequence[str | Path]) -> tuple[Path, list[RecipeFile], list[str]]:
+    """Files under `paths` with the kinds that claim them, the common root, and the files
+    skipped (unreadable, binary, too large, not regular) as "path: why" lines.
 
     A folder is walked; a file named directly is linted even if no matcher
-    would find it by walking (its kinds are still decided by the matchers).
+    would find it by walking (its kinds are still decided by the matchers). A path named
+    directly that is neither a folder nor a regular file is refused (BadInput).
     """
+    from epdoctor.safeio import BadInput, check_source
+
     load_linters()
+    for p in paths:
+        if str(p) == "":
+            raise BadInput("lint: a path is empty")
+        if not os.path.isdir(p) and os.path.exists(p):
+            check_source(str(p), "recipe file")  # a FIFO or a device: one line, not a hang
     resolved = [Path(p).resolve() for p in paths]
     for p in resolved:
         if not p.exists():
@@ -221,17 +250,20 @@ def discover(paths: Sequence[str | Path]) -> tuple[Path, list[RecipeFile]]:
     root = Path(os.path.commonpath([p if p.is_dir() else p.parent for p in resolved]))
     seen: set[Path] = set()
     files: list[RecipeFile] = []
+    skipped: list[str] = []
     for p in resolved:
         for path in _walk(p) if p.is_dir() else [p]:
             if path in seen or path.is_symlink():
                 continue
             seen.add(path)
-            head = _head(path)
+            rel = path.relative_to(root).as_posix()
+            head, why = _head(path)
             if head is None:
+                skipped.append(f"{rel}: {why}")
                 continue
             kinds = tuple(dict.fromkeys(lt.kind for lt in LINTERS if lt.matcher(path, head)))
-            files.append(RecipeFile(path, path.relative_to(root).as_posix(), kinds))
-    return root, files
+            files.append(RecipeFile(path, rel, kinds))
+    return root, files, skipped
 
 
 # ---- suppressions ------------------------------------------------------------------------
@@ -294,7 +326,8 @@ class LintReport:
     files: list[RecipeFile]
     findings: list[LintFinding]
     errors: list[str] = field(default_factory=list)  # a linter that crashed on a file
-    skipped: list[str] = field(default_factory=list)  # files a linter could not parse
+    skipped: list[str] = field(default_factory=list)  # files not read, or not parsed, and why
+    checked: int = -1  # recipe files at least one linter read through (-1: not counted)
 
     @property
     def active(self) -> list[LintFinding]:
@@ -307,28 +340,33 @@ class LintReport:
 
 def lint_paths(paths: Sequence[str | Path], select: Iterable[str] = ()) -> LintReport:
     """Lint files and folders; `select` keeps only codes with these prefixes."""
-    root, files = discover(paths)
+    root, files, skipped = discover(paths)
     ctx = LintContext(root, files)
     prefixes = tuple(s.upper() for s in select)
     findings: list[LintFinding] = []
     errors: list[str] = []
-    skipped: list[str] = []
+    checked = 0
     for f in files:
         found: list[LintFinding] = []
+        ran = False
         for lt in LINTERS:
             if lt.kind not in f.kinds:
                 continue
             try:
                 found.extend(lt.fn(f, ctx))
+                ran = True
             except Unparseable as exc:
                 skipped.append(f"{f.rel}: not read as {lt.kind}: {exc}")
+            except OSError as exc:  # unreadable after discovery: listed, the run goes on
+                skipped.append(f"{f.rel}: cannot read: {exc.strerror or exc}")
             except Exception as exc:  # one broken linter must not hide the others' findings
                 errors.append(f"{f.rel}: {lt.kind} linter failed: {type(exc).__name__}: {exc}")
+        checked += ran
         findings.extend(apply_suppressions(f, found))
     if prefixes:
         findings = [f for f in findings if f.code.startswith(prefixes)]
     findings.sort(key=lambda f: (f.path, f.line, f.column, f.code))
-    return LintReport(root, files, findings, errors, skipped)
+    return LintReport(root, files, findings, errors, skipped, checked)
 
 
 # ---- matchers shared by linter modules --------------------------------------------------

@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from epdoctor.checks import kube_rules
-from epdoctor.lint.base import LintContext, LintFinding, RecipeFile, finding, is_yaml, linter
+from epdoctor.lint.base import (
+    LintContext,
+    LintFinding,
+    RecipeFile,
+    Unparseable,
+    finding,
+    is_yaml,
+    linter,
+)
 from epdoctor.lint.envfile import REPORTED, is_contract
 
 CODES = ("K201", "K202", "K203", "K204", "K205", "K206", "K207", "K208", "K209")
@@ -49,34 +57,53 @@ class Document:
         return self.lines.get(path, self.first)
 
 
+MAX_NODES = 100_000  # nodes built per file, aliases expanded: a real manifest has a few thousand
+MAX_DEPTH = 100
+
+
+class TooBig(Unparseable):
+    """A YAML document whose aliases (or nesting) expand past the limits: an alias bomb."""
+
+
 def parse_documents(text: str) -> list[Document]:
-    """Every mapping document in a YAML stream, with the line of each field."""
+    """Every mapping document in a YAML stream, with the line of each field.
+
+    YAML's aliases let a few hundred bytes name billions of nodes; composing keeps them
+    shared, and building counts every node it expands against MAX_NODES."""
     import yaml
 
     docs: list[Document] = []
+    budget = [MAX_NODES]
     for node in yaml.compose_all(text, Loader=yaml.SafeLoader):
         if not isinstance(node, yaml.MappingNode):
             continue
         lines: dict[tuple[Any, ...], int] = {}
-        obj = _build(node, (), lines)
+        obj = _build(node, (), lines, budget)
         if isinstance(obj, dict) and obj.get("kind"):
             docs.append(Document(obj, lines, node.start_mark.line + 1, node.end_mark.line + 1))
     return docs
 
 
-def _build(node: Any, path: tuple[Any, ...], lines: dict[tuple[Any, ...], int]) -> Any:
+def _build(
+    node: Any, path: tuple[Any, ...], lines: dict[tuple[Any, ...], int], budget: list[int]
+) -> Any:
     import yaml
 
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise TooBig(f"YAML aliases expand beyond {MAX_NODES} nodes (an alias bomb?)")
+    if len(path) > MAX_DEPTH:
+        raise TooBig(f"YAML nested deeper than {MAX_DEPTH} levels")
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for k, v in node.value:
             key = str(k.value)
             lines[(*path, key)] = k.start_mark.line + 1
-            out[key] = _build(v, (*path, key), lines)
+            out[key] = _build(v, (*path, key), lines, budget)
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_build(v, (*path, i), lines) for i, v in enumerate(node.value)]
+        return [_build(v, (*path, i), lines, budget) for i, v in enumerate(node.value)]
     return _scalar_loader().construct_object(node)  # ints, bools, nulls as YAML resolves them
 
 
@@ -105,6 +132,8 @@ def lint_manifest(file: RecipeFile, ctx: LintContext) -> Iterable[LintFinding]:
         return  # a Helm/Go template: not YAML until rendered
     try:
         docs = parse_documents(file.text)
+    except RecursionError:
+        raise TooBig("YAML nested too deeply to compose") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1

@@ -10,6 +10,7 @@ from typing import TextIO
 
 from epdoctor import __version__, knowledge
 from epdoctor.lint.base import LintFinding, LintReport
+from epdoctor.safeio import plain  # file names and lines are foreign text: no escape codes
 
 LEVELS = ("info", "unknown", "warn", "fail")  # lowest to highest
 SARIF_LEVEL = {"fail": "error", "warn": "warning", "unknown": "note", "info": "note"}
@@ -35,17 +36,21 @@ def text(report: LintReport, stream: TextIO | None = None, show_suppressed: bool
         level = f.level()
         tag = f"{_ANSI[level]}{level}\033[0m" if color and level in _ANSI else level
         note = f" (suppressed: {f.suppressed})" if f.suppressed is not None else ""
-        stream.write(f"{f.path}:{f.line}:{f.column}: {f.code} [{tag}] {f.message}{note}\n")
+        line = f"{plain(f.path)}:{f.line}:{f.column}: {f.code} [{tag}] {plain(f.message)}"
+        stream.write(f"{line}{plain(note)}\n")
     for err in report.errors:
-        stream.write(f"error: {err}\n")
+        stream.write(f"error: {plain(err)}\n")
     for skip in report.skipped:
-        stream.write(f"skipped: {skip}\n")
+        stream.write(f"skipped: {plain(skip)}\n")
     counts = Counter(f.level() for f in report.active)
     parts = [f"{counts[lv]} {lv}" for lv in reversed(LEVELS) if counts[lv]]
     summary = f"{len(report.active)} finding(s)" + (f" ({', '.join(parts)})" if parts else "")
-    summary += f" in {sum(1 for f in report.files if f.kinds)} recipe file(s)"
+    checked = report.checked if report.checked >= 0 else sum(1 for f in report.files if f.kinds)
+    summary += f" in {checked} recipe file(s)"
     if report.suppressed:
         summary += f"; {len(report.suppressed)} suppressed"
+    if report.skipped:
+        summary += f"; {len(report.skipped)} skipped"
     stream.write(summary + ". `epdoctor explain CODE` explains a code.\n")
 
 
