@@ -100,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
         except (OSError, EOFError, zlib.error) as exc:  # EOFError, zlib.error: a cut .gz
             raise EpdoctorError(f"cannot read log: {exc} (truncated or corrupt?)") from exc
         logs_report.attach(results, logs)
+        for r in results:  # log lines are redacted as they enter the log facts; again here
+            r.findings = [_redacted(f) for f in r.findings]
     context = {"transport": args.transport, "engine": args.engine, "instance": args.instance}
     if args.json:
         from epdoctor.reports import json_report
@@ -122,7 +124,34 @@ def run(args: argparse.Namespace) -> int:
             logs_report.extend_report("text", None, logs, console())
         text.render(console(), results, fleet, verbose=args.verbose)
     code = exitcodes.for_results(results + ([_fleet_result(fleet)] if fleet else []), args.fail_on)
+    if _probes_not_run(diagnoses) and code == exitcodes.OK:
+        code = exitcodes.ERROR  # a target whose probe never ran was not diagnosed
     return code
+
+
+def _probes_not_run(diagnoses: list) -> bool:
+    """One stderr line for each target whose probe never ran although its other facts were
+    read (a pod whose exec was forbidden or failed: the report shows it as K115)."""
+    from epdoctor.safeio import plain
+
+    missed = False
+    for d in diagnoses:
+        why = next((f.get("probe_error") for f in d.extra.values() if isinstance(f, dict)), None)
+        if d.node is None and why:
+            name = d.result.target.name
+            print(
+                f"epdoctor: {plain(name)}: {plain(why)}; the node probe did not run",
+                file=sys.stderr,
+            )
+            missed = True
+    return missed
+
+
+def _redacted(f: Finding) -> Finding:
+    from dataclasses import replace
+
+    ev = tuple(redact_text(e) for e in f.evidence)
+    return replace(f, title=redact_text(f.title), evidence=ev, fix=redact_text(f.fix))
 
 
 def _redacted_json(text: str) -> str:

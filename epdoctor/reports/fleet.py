@@ -17,7 +17,6 @@ from collections import Counter
 from typing import Any
 
 from epdoctor.model import Finding, Status, TargetResult
-from epdoctor.redact import redact_text
 from epdoctor.reports.common import counts, sort_findings, verdict
 
 # (column title, how to read it from a node's summary facts)
@@ -151,7 +150,7 @@ def render_text(
     for r in rows:
         if r["error"]:
             line = Text(f"{r['node']}: ", style="bold")
-            line.append(redact_text(r["error"]), style="red")
+            line.append(r["error"], style="red")
             console.print(line)
     shown, passed = _split(fleet, verbose)
     lines: list[Text] = []
@@ -159,14 +158,12 @@ def render_text(
         head = Text()
         head.append(f"{f.status.value.upper():<8}", style=STYLE.get(f.status.value, ""))
         head.append(f"{f.code} ", style="bold")
-        head.append(redact_text(f.title))
+        head.append(f.title)
         lines.append(head)
         if f.code != "F600":  # its evidence is the error lines printed above
-            lines += [Text(f"          {redact_text(e)}", style="dim") for e in f.evidence[:8]]
+            lines += [Text(f"          {e}", style="dim") for e in f.evidence[:8]]
         if f.fix and f.status in (Status.FAIL, Status.WARN):
-            lines.append(
-                Text(f"          fix: {redact_text(f.fix.split(' Change: ')[0])}", style="cyan")
-            )
+            lines.append(Text(f"          fix: {f.fix.split(' Change: ')[0]}", style="cyan"))
     if passed and not verbose:
         lines.append(Text(_passed_line(passed), style="green"))
     if lines:
@@ -194,7 +191,7 @@ def render_json(results: list[TargetResult], fleet: list[Finding]) -> dict[str, 
 
 
 def _md(text: Any) -> str:
-    return redact_text(str(text)).replace("|", "\\|").replace("\n", " ")
+    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def render_markdown(
@@ -227,7 +224,7 @@ def render_markdown(
         for f in shown:
             if f.evidence:
                 out += [f"<details><summary><code>{f.code}</code> evidence</summary>", "", "```"]
-                out += [redact_text(e) for e in f.evidence]
+                out += list(f.evidence)
                 out += ["```", "", "</details>", ""]
     if passed and not verbose:
         out += [f"_{_passed_line(passed)}._", ""]

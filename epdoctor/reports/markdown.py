@@ -12,7 +12,7 @@ ICON = {"fail": "❌", "warn": "⚠️", "unknown": "❔", "pass": "✅", "skip"
 
 
 def _cell(text: str) -> str:
-    return redact_text(str(text)).replace("|", "\\|").replace("\n", " ")
+    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def render_target(r: TargetResult, verbose: bool = False) -> list[str]:
@@ -40,7 +40,7 @@ def _detail(f: Finding) -> list[str]:
     lines = [f"<details><summary><code>{f.code}</code> {_cell(f.title)}</summary>", ""]
     if f.evidence:
         lines.append("```")
-        lines += [redact_text(e) for e in f.evidence]
+        lines += list(f.evidence)
         lines.append("```")
     if f.fix:
         lines += ["", f"**Fix:** {_cell(f.fix)}", "", f"`epdoctor explain {f.code}`"]
@@ -64,4 +64,6 @@ def render(
         from epdoctor.reports import fleet as fleet_report
 
         out += fleet_report.render_markdown(results, fleet or [], verbose)
-    return "\n".join(out)
+    # The results were redacted where they entered (epdoctor.diagnose); this one pass over
+    # the finished document is the writer's safety net, not the boundary.
+    return redact_text("\n".join(out))

@@ -8,7 +8,6 @@ from rich.table import Table
 from rich.text import Text
 
 from epdoctor.model import Finding, Status, TargetResult
-from epdoctor.redact import redact_text
 from epdoctor.reports.common import SHOWN_BY_DEFAULT, counts, headline, layer_name, sort_findings
 from epdoctor.reports.facts_table import fact_rows
 
@@ -21,7 +20,7 @@ def _facts(r: TargetResult) -> Table:
     t.add_column(style="bold", no_wrap=True)
     t.add_column(overflow="fold")
     for k, v in fact_rows(r.facts):
-        t.add_row(k, redact_text(v))
+        t.add_row(k, v)
     return t
 
 
@@ -30,14 +29,12 @@ def _finding(f: Finding, show_evidence: bool) -> list[Text]:
     head.append(f"{LABEL[f.status.value]:<8}", style=STYLE[f.status.value])
     head.append(f"{f.code} ", style="bold")
     head.append(f"[{layer_name(f.code)}] ", style="dim")
-    head.append(redact_text(f.title))
+    head.append(f.title)
     out = [head]
     if show_evidence:
-        out += [Text(f"          {redact_text(e)}", style="dim") for e in f.evidence[:6]]
+        out += [Text(f"          {e}", style="dim") for e in f.evidence[:6]]
         if f.fix and f.status in (Status.FAIL, Status.WARN):
-            out.append(
-                Text(f"          fix: {redact_text(f.fix.split(' Change: ')[0])}", style="cyan")
-            )
+            out.append(Text(f"          fix: {f.fix.split(' Change: ')[0]}", style="cyan"))
     return out
 
 
