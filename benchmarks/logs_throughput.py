@@ -12,9 +12,11 @@ interleaved across ranks, with a few rank restarts that re-print the init block.
     python benchmarks/logs_throughput.py            # 256 MB
     python benchmarks/logs_throughput.py --size 1G  # the 1 GB target: >= 0.5x grep, <= 150 MB RSS
 
-grep gets the scanner's anchor literals (epdoctor.facts.logs.signatures.ANCHORS): the set every
-signature line contains, so both read the same bytes looking for the same lines. The page cache
-is warmed first; each tool runs --repeat times and the best time counts.
+The baseline is `grep -cE` with one fixed reference pattern of trouble words (REFERENCE below),
+not the scanner's own anchors: the analyzer reads every line that signals trouble (open-world
+triage), and is measured against a plain grep for such lines. The page cache is warmed first;
+each tool runs --repeat times and the best time counts. `EPDOCTOR_SCANNER=find` measures the
+pure-Python scanner of a checkout without RE2.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import argparse
 import json
 import os
 import random
-import re
 import subprocess
 import sys
 import tempfile
@@ -33,7 +34,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from epdoctor.facts.logs.signatures import ANCHORS  # noqa: E402
+from epdoctor.facts.logs import scanner  # noqa: E402
+
+REFERENCE = (
+    "WARN|[Ee]rror|[Ff]ail|fault|exitcode|Traceback|timed? ?out|abort|unsupported|denied|"
+    "refused|cannot|not found"
+)
 
 INIT = REPO / "tests" / "fixtures" / "logs" / "real-p5en-gin-proxy.log"
 HOSTS = ("p5en-st-0", "p5en-st-1")
@@ -111,9 +117,8 @@ print(json.dumps({"seconds": dt, "rss_kb": rss, "ranks": len(a.ranks), "findings
 
 
 def run_grep(path: Path) -> tuple[float, int]:
-    pattern = "|".join(re.sub(r"([.\[\](){}*+?|^$\\])", r"\\\1", a.decode()) for a in ANCHORS)
     t = time.perf_counter()
-    r = subprocess.run(["grep", "-cE", pattern, str(path)], capture_output=True, check=False)
+    r = subprocess.run(["grep", "-cE", REFERENCE, str(path)], capture_output=True, check=False)
     return time.perf_counter() - t, int(r.stdout.strip() or 0)
 
 
@@ -151,10 +156,11 @@ def main() -> int:
         e = min((run_epdoctor(path) for _ in range(args.repeat)), key=lambda d: d["seconds"])
         mb = path.stat().st_size / 1e6
         g_tp, e_tp = mb / g[0], mb / e["seconds"]
-        print(f"grep -cE ({len(ANCHORS)} literals): {g[0]:.2f}s  {g_tp:.0f} MB/s  ({g[1]} lines)")
+        print(f"grep -cE (reference pattern): {g[0]:.2f}s  {g_tp:.0f} MB/s  ({g[1]} lines)")
         print(
             f"epdoctor logs: {e['seconds']:.2f}s  {e_tp:.0f} MB/s  ({e['candidates']} lines read, "
-            f"{e['ranks']} ranks, {e['workers']} processes)"
+            f"{e['ranks']} ranks, {e['workers']} processes, "
+            f"{len(scanner.ANCHORS)} anchors, scanner {'find' if scanner._matcher(scanner.ANCHORS) is None else 're2'})"
         )
         print(f"ratio epdoctor/grep: {e_tp / g_tp:.2f}x  (target >= 0.5x)")
         print(f"peak RSS: {e['rss_kb'] / 1024:.0f} MB  (target <= 150 MB at 1 GB)")

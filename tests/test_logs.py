@@ -95,8 +95,15 @@ def test_real_h200_plugin_path_missing_and_gin_type():
     assert c["N105"] == {"fail"} and c["T701"] == {"fail"} and c["T201"] == {"unknown"}
 
 
-def test_real_h200_default_plugin_absent_without_efa_intent_is_a_warning():
+def test_real_h200_default_plugin_absent_is_a_failure_unless_efa_is_not_expected():
+    # EFA is the goal: Socket after a missing plugin fails, and says why it fell back
     a = analyze_paths([str(FIX / "h200-node" / "07_nccl_info_log.txt")])
+    assert codes(a) == {"T701": {"fail"}, "N101": {"fail"}}
+    (net,) = [f for f in a.findings if f.code == "T701"]
+    assert "network plugin was not found" in net.title or "fell back after N101" in net.title
+    a = analyze_paths(
+        [str(FIX / "h200-node" / "07_nccl_info_log.txt")], Context(options={"expect_efa": False})
+    )
     assert codes(a) == {"T701": {"warn"}, "N101": {"warn"}}
     a = analyze_paths(
         [str(FIX / "h200-node" / "07_nccl_info_log.txt")], Context(transport="efa-gda")
@@ -211,9 +218,13 @@ def test_failed_any_net_plugin_and_warn_lines():
         2,
         b"h:1:1 [0] transport.cc:9 NCCL WARN Connect to 10.0.0.1<1234> failed : Software caused connection abort",
     )
-    keyed = dict(evaluate(f, Context()))
-    assert keyed["N202:net_any_failed"].status is Status.FAIL
-    assert keyed["N203"].status is Status.WARN and any(":2: " in e for e in keyed["N203"].evidence)
+    keyed = evaluate(f, Context())
+    d = dict(keyed)
+    assert d["N202:net_any_failed"].status is Status.FAIL
+    # the connect failure is the cause: its own finding, ranked before the symptom
+    (cause,) = [f for k, f in keyed if f.code == "T803"]
+    assert cause.status is Status.FAIL and "Software caused connection abort" in cause.title
+    assert [f.code for _, f in keyed].index("T803") < [f.code for _, f in keyed].index("N202")
 
 
 @pytest.mark.parametrize(

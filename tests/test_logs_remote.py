@@ -164,14 +164,14 @@ def test_follow_prints_a_finding_when_its_line_arrives_and_ctrl_c_closes_the_str
         assert wait_until(lambda: _open_streams(cluster, "live-0") == {"vllm": 1}), p.stderr
         cluster.append_log(key, SOCKET_LINE)
         line = line_within(p)
-        assert line.startswith("WARN T701") and line.rstrip().endswith(f"(pod/{NS}/live-0)")
+        assert line.startswith("FAIL T701") and line.rstrip().endswith(f"(pod/{NS}/live-0)")
         assert line_within(p).strip() == f"pod/{NS}/live-0:2: {SOCKET_LINE.strip()}"
         # the finding came while the container was still streaming, not at the end
         assert _open_streams(cluster, "live-0") == {"vllm": 1} and p.poll() is None
     finally:
         p.send_signal(signal.SIGINT)
         _, err = p.communicate(timeout=30)
-    assert p.returncode == 0, err  # a WARN is under the default --fail-on fail
+    assert p.returncode == 1, err  # EFA is the goal: a rank on Socket fails
     assert wait_until(lambda: not _open_streams(cluster, "live-0"), 5.0), "the stream stayed open"
     assert b"Traceback" not in err
 
@@ -183,7 +183,7 @@ def test_follow_all_containers_until_they_end(cluster):
         assert wait_until(lambda: _open_streams(cluster, "live-1") == {"vllm": 1, "bench": 1})
         cluster.append_log(vllm, VERSION_LINE + SOCKET_LINE)
         line = line_within(p)
-        assert line.startswith("WARN T701") and line.rstrip().endswith(f"(pod/{NS}/live-1/vllm)")
+        assert line.startswith("FAIL T701") and line.rstrip().endswith(f"(pod/{NS}/live-1/vllm)")
         assert line_within(p).startswith(f"    pod/{NS}/live-1/vllm:2: ")
         # a rank on EFA in the other container: the ranks disagree, said when its line arrives
         cluster.append_log(bench, EFA_LOG)

@@ -147,7 +147,7 @@ def test_follow_prints_a_finding_when_its_line_arrives_and_ctrl_c_kills_the_tail
         with log.open("ab") as f:
             f.write(SOCKET_LINE)
         line = line_within(p)
-        assert line.startswith("WARN T701") and line.rstrip().endswith(f"({spec})")
+        assert line.startswith("FAIL T701") and line.rstrip().endswith(f"({spec})")
         assert line_within(p).strip() == f"{spec}:2: {SOCKET_LINE.decode().strip()}"
         assert p.poll() is None  # still following: the finding did not wait for the end
         # the log is rotated (moved away, a new file in its place): tail -F reads the new one

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import random
 from pathlib import Path
 
@@ -176,27 +177,31 @@ def test_fuzz_scan_block_spans_are_lines(buf):
 
 
 def _naive(buf: bytes) -> list[tuple[int, bytes]]:
-    """Reference: every line that holds an anchor, numbered from 1."""
+    """Reference: every line that holds an anchor, and the line after "Last error", from 1."""
+    lines = buf.split(b"\n")
     return [
         (n, line)
-        for n, line in enumerate(buf.split(b"\n"), 1)
+        for n, line in enumerate(lines, 1)
         if any(a in line for a in scanner.ANCHORS)
+        or (n > 1 and scanner.FOLLOWED in lines[n - 2] and n < len(lines) + (not buf.endswith(b"\n")))
     ]
 
 
-def test_plan_sends_rare_bytes_to_memchr_and_common_ones_whole():
+def test_plan_sends_rare_bytes_to_memchr_and_common_ones_whole(monkeypatch):
+    monkeypatch.setenv("EPDOCTOR_SCANNER", "find")  # the plan of a checkout without RE2
     bulk = b"h:1:2 [0] NCCL INFO AllReduce: opCount 1f sendbuff 0x7f00 recvbuff 0x7f10 count 1024\n"
     groups, whole = scanner.make_plan(bulk * 1000)
     by_byte = {b: [a for a, _ in m] for b, m in groups}
     assert b"NCCL INFO N" in whole  # every byte of it is on every line here
-    assert by_byte[b"W"] == [b" NCCL WARN "]  # no W in the bulk: one memchr pass
+    assert by_byte[b"W"] == [b"WARN"]  # no W in the bulk: one memchr pass
     assert all(a not in whole for ms in by_byte.values() for a in ms)
     assert sorted(whole + tuple(a for ms in by_byte.values() for a in ms)) == sorted(
         scanner.ANCHORS
     )
 
 
-def test_rare_byte_that_turns_common_falls_back_and_misses_nothing():
+def test_rare_byte_that_turns_common_falls_back_and_misses_nothing(monkeypatch):
+    monkeypatch.setenv("EPDOCTOR_SCANNER", "find")
     # planned on a sample without 'W'; the block then has a W on every line, with one warning
     sample = b"h:1:2 [0] NCCL INFO AllReduce: opCount 1f count 1024\n" * 100
     plan = scanner.make_plan(sample)
@@ -227,7 +232,16 @@ _pieces = st.lists(
 @given(_pieces, st.binary(max_size=64))
 def test_fuzz_scan_finds_exactly_the_anchor_lines(pieces, sample):
     buf = b"".join(pieces)
-    for plan in (scanner.make_plan(sample), scanner.make_plan(buf)):
-        got, n, _ = scanner._scan(buf, len(buf), 0, plan)
-        assert n == buf.count(b"\n")
-        assert got == _naive(buf)
+    old = os.environ.get("EPDOCTOR_SCANNER")
+    try:
+        for how in ("find", "re2"):  # the plan of a checkout without RE2, and RE2's one pass
+            os.environ["EPDOCTOR_SCANNER"] = how
+            for plan in (scanner.make_plan(sample), scanner.make_plan(buf)):
+                got, n, _ = scanner._scan(buf, len(buf), 0, plan)
+                assert n == buf.count(b"\n")
+                assert got == _naive(buf)
+    finally:
+        if old is None:
+            os.environ.pop("EPDOCTOR_SCANNER", None)
+        else:
+            os.environ["EPDOCTOR_SCANNER"] = old

@@ -10,10 +10,12 @@ A log that shows nothing conclusive is UNKNOWN, never PASS.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from epdoctor.checks import log_incidents as incidents
 from epdoctor.checks.base import Context, check, finding
 from epdoctor.facts.logs import signatures as sig
 from epdoctor.facts.logs.model import Event, LogFacts, RankFacts
@@ -93,7 +95,7 @@ _TITLES: dict[str, str] = {
 class Expect:
     """What the operator (or the log itself) says the run should have used."""
 
-    efa: bool  # EFA is the intended network
+    efa: bool  # EFA is the intended network (the default; --no-expect-efa says otherwise)
     strong: bool  # said by the operator (transport/instance/NIC count), not inferred
     nics: int | None
     transport: str | None
@@ -105,14 +107,6 @@ def expectation(facts: LogFacts, ctx: Context) -> Expect:
     nics = ctx.options.get("expect_nics") or (spec.efa_count if spec else None)
     strong = bool(ctx.transport or spec or ctx.options.get("expect_nics"))
     ranks = facts.nccl_ranks()
-    intent = any(
-        r.providers
-        or r.ofi_nccl_version
-        or r.ofi_init_failed
-        or "NCCL_NET_PLUGIN" in r.env
-        or any("ofi" in p.lower() or p in sig.NET_NAMES_OFI for p in r.net_plugins_loaded)
-        for r in ranks
-    )
     transport = ctx.transport
     if transport is None:
         types = {r.gin_type for r in ranks if r.gin_type is not None}
@@ -126,7 +120,9 @@ def expectation(facts: LogFacts, ctx: Context) -> Expect:
         or _deepep_v2_manager(facts)
         or any(r.gin_plugin for r in ranks)
     )
-    return Expect(strong or intent, strong, nics, transport, gin)
+    # EFA is the goal: off EFA is a failure unless the operator says the run never meant it
+    efa = ctx.options.get("expect_efa") is not False
+    return Expect(efa, strong, nics, transport, gin)
 
 
 def _deepep_v2_manager(facts: LogFacts) -> bool:
@@ -147,7 +143,9 @@ def _f(code: str, status: Status, title: str | None, evidence: Iterable[str]) ->
 
 
 # --- network -------------------------------------------------------------------------------
-def network_findings(facts: LogFacts, exp: Expect, final: bool) -> Iterator[Keyed]:
+def network_findings(
+    facts: LogFacts, exp: Expect, final: bool, tri: incidents.Triage | None = None
+) -> Iterator[Keyed]:
     ranks = facts.nccl_ranks()
     groups: dict[tuple[str, str], list[RankFacts]] = {}
     for r in ranks:
@@ -155,7 +153,7 @@ def network_findings(facts: LogFacts, exp: Expect, final: bool) -> Iterator[Keye
         net = r.network
         if p is not None and p[0] != "efa":
             groups.setdefault(("provider", f"{p[0]} (fabric {p[1]})"), []).append(r)
-        elif p is not None and p[1] != "efa-direct":
+        elif p is not None and p[1] not in ("efa-direct", ""):
             groups.setdefault(("fabric", p[1]), []).append(r)
         elif net is not None and net not in sig.NET_NAMES_OFI:
             groups.setdefault(("network", net), []).append(r)
@@ -172,7 +170,13 @@ def network_findings(facts: LogFacts, exp: Expect, final: bool) -> Iterator[Keye
             status = Status.FAIL if exp.efa else Status.WARN
             title = f"NCCL used the {what} network, not EFA, on {n}: {_ranks_str(rs)}"
             if not exp.efa:
-                title += " (no sign this run meant to use EFA)"
+                title += " (--no-expect-efa: not judged a failure)"
+        cause = tri.net_cause([r.key for r in rs]) if tri is not None and kind != "fabric" else None
+        if cause is not None:
+            title += f"; it fell back after {cause.code}: {cause.cause.verdict.what or cause.code}"
+            ev = [cause.cause.evidence(), *ev]
+        elif kind == "network" and (why := _fallback_reason(rs)):
+            title += f"; {why}"
         yield f"T701:{kind}:{what}", _f("T701", status, title, ev)
     # fewer NICs than the instance has
     if exp.nics:
@@ -253,6 +257,18 @@ def network_findings(facts: LogFacts, exp: Expect, final: bool) -> Iterator[Keye
                 [e for r in efa[:3] for e in _ev(r, "provider")],
             ),
         )
+
+
+def _fallback_reason(rs: list[RankFacts]) -> str:
+    """Why NCCL fell back, from the rank's own plugin facts, when no incident says it."""
+    for r in rs:
+        if r.net_plugin_not_found and not r.net_plugins_loaded:
+            return f"the network plugin was not found ({r.net_plugin_not_found[-1]})"
+        if r.ofi_init_failed or r.net_plugin_failed:
+            return "the aws-ofi-nccl plugin failed to initialize"
+    if all(not (r.net_plugins_loaded or r.providers or r.ofi_nccl_version) for r in rs):
+        return "no network plugin was loaded (is NCCL_NET_PLUGIN set and the plugin on the path?)"
+    return ""
 
 
 # --- plugin ---------------------------------------------------------------------------------
@@ -485,17 +501,24 @@ def event_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
                 "E203",
                 _event_group(seg, "A process died of a segmentation fault", "E203", Status.FAIL),
             )
-    # NCCL WARN lines no other finding explains
-    explained = {e.line_no for e in facts.events}
-    warns = [
-        w
-        for r in facts.nccl_ranks()
-        for w in r.warns
-        if _line_of(w) not in explained and not sig.OFI_INIT_FAILED.search(w)
-    ]
-    if warns:
-        total = sum(r.warn_count for r in facts.nccl_ranks())
-        yield "N203", _f("N203", Status.WARN, f"NCCL printed {total} WARN lines", warns)
+
+
+def _with_evidence(f: Finding, extra: list[str]) -> Finding:
+    if not extra or f.status in (Status.PASS, Status.UNKNOWN):
+        return f
+    ev = list(f.evidence)
+    for e in extra:
+        if len(ev) >= MAX_EVIDENCE:
+            break
+        if e not in ev:
+            ev.append(e)
+    return dataclasses.replace(f, evidence=tuple(ev))
+
+
+def _order(kf: Keyed) -> tuple[int, int, int]:
+    key, f = kf
+    lines = [n for n in (_line_of(e) for e in f.evidence) if n is not None]
+    return (-f.status.rank, incidents.tier(f.code, key), min(lines, default=1 << 40))
 
 
 def _line_of(ev: str) -> int | None:
@@ -513,12 +536,19 @@ def _vt(v: str) -> tuple[int, ...]:
 
 
 def evaluate(facts: LogFacts, ctx: Context, final: bool = True) -> list[Keyed]:
+    """Every finding of the log, the one to fix first at the top (``log_incidents.tier``)."""
     exp = expectation(facts, ctx)
+    tri = incidents.build(facts, _EVENT_TRAPS)
     out: list[Keyed] = []
-    out.extend(network_findings(facts, exp, final))
+    out.extend(network_findings(facts, exp, final, tri))
     out.extend(plugin_findings(facts, exp))
     out.extend(gin_findings(facts, exp, final))
     out.extend(event_findings(facts, exp))
+    owned = {f.code for _, f in out} | incidents.FACT_CODES
+    out = [(k, _with_evidence(f, tri.extra_evidence(f.code))) for k, f in out]
+    names = {r.key: r.name() for r in facts.all_ranks()}
+    out.extend(incidents.findings(tri, names, owned))
+    out.sort(key=_order)
     if final and not out:
         out.append(
             (
@@ -535,6 +565,14 @@ def evaluate(facts: LogFacts, ctx: Context, final: bool = True) -> list[Keyed]:
 
 
 CODES = [
+    *sorted(
+        {
+            "N204", "N301", "N302", "N303", "N304", "N305", "N306", "T801", "T802", "T803",
+            "T809", "H801", "H802", "H803", "H804", "H805", "C801", "E801", "E802", "E803",
+            "E804", "E805", "E806", "E807", "E808", "E809", "D801", "D802", "D809", "L101",
+            "L801",
+        }
+    ),
     "T701",
     "T702",
     "F201",

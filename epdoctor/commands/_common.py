@@ -31,6 +31,19 @@ def add_context_arguments(p: argparse.ArgumentParser) -> None:
         metavar="TYPE",
         help="instance type when the node cannot tell (e.g. p5en.48xlarge)",
     )
+    add_expect_efa_argument(g)
+
+
+def add_expect_efa_argument(g: Any) -> None:
+    """EFA is the goal: a rank off EFA fails unless the operator says the run never meant it."""
+    g.add_argument(
+        "--no-expect-efa",
+        dest="expect_efa",
+        action="store_false",
+        default=True,
+        help="the run was not meant to use EFA (one node, another fabric): a rank on Socket, "
+        "IB or a non-EFA provider is then a warning, not a failure",
+    )
 
 
 def add_probe_arguments(p: argparse.ArgumentParser) -> None:
@@ -61,7 +74,10 @@ def add_probe_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def context_from(args: argparse.Namespace) -> Context:
-    return Context(transport=args.transport, engine=args.engine, instance=args.instance)
+    opts = {} if getattr(args, "expect_efa", True) else {"expect_efa": False}
+    return Context(
+        transport=args.transport, engine=args.engine, instance=args.instance, options=opts
+    )
 
 
 def probe_options_from(args: argparse.Namespace) -> ProbeOptions:

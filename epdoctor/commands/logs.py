@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from epdoctor import exitcodes
+from epdoctor.commands._common import add_expect_efa_argument
 from epdoctor.model import EpdoctorError, Status
 from epdoctor.redact import redact_text
 from epdoctor.safeio import check_source, plain
@@ -58,6 +59,7 @@ def register(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--expect-nics", type=int, metavar="N", help="EFA NICs each rank should find")
     g.add_argument("--transport", choices=TRANSPORTS, help="the GIN transport the run meant to use")
+    add_expect_efa_argument(g)
     k = p.add_argument_group("remote logs (read-only)")
     k.add_argument(
         "--pod", action="append", default=[], metavar="NAME", help="a pod's log (repeatable)"
@@ -106,7 +108,9 @@ def register(p: argparse.ArgumentParser) -> None:
 def context_of(args: argparse.Namespace):
     from epdoctor.checks.base import Context
 
-    opts = {"expect_nics": args.expect_nics} if args.expect_nics else {}
+    opts: dict[str, Any] = {"expect_nics": args.expect_nics} if args.expect_nics else {}
+    if not args.expect_efa:
+        opts["expect_efa"] = False
     return Context(transport=args.transport, instance=args.instance, options=opts)
 
 
@@ -215,6 +219,7 @@ def _render(args: argparse.Namespace, a) -> None:
             "transport": args.transport,
             "instance": args.instance,
             "expect_nics": args.expect_nics,
+            "expect_efa": args.expect_efa,
         }
         sys.stdout.write(logs_report.render_json(a, ctx) + "\n")
     elif args.markdown:

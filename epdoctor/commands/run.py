@@ -493,7 +493,7 @@ def run_kernel_test(args: argparse.Namespace) -> int:
     krun = KernelTestRun(
         cfg,
         on_line=line_sink(args, out, board),
-        watch_factory=log_watch_factory(),
+        watch_factory=log_watch_factory(cfg.expect.efa is True),
         on_finding=finding_sink(args, out, board),
     )
     t0 = time.monotonic()
@@ -681,13 +681,19 @@ def serve_config(
     )
 
 
-def log_watch_factory() -> Callable[[str], Any] | None:
-    """The log analyzer, one per stream: it explains traps the moment their lines appear."""
+def log_watch_factory(expect_efa: bool | None = None) -> Callable[[str], Any] | None:
+    """The log analyzer, one per stream: it explains traps the moment their lines appear.
+
+    ``expect_efa`` False (``--no-expect-efa``, a one-node kernel test): a rank on Socket or
+    P2P is not judged a failure in the panes; None or True: EFA is the goal.
+    """
     try:
+        from epdoctor.checks.base import Context
         from epdoctor.checks.logs import LogAnalyzer
     except ImportError:
         return None
-    return lambda source: _SourceWatch(LogAnalyzer(), source)
+    opts = {"expect_efa": False} if expect_efa is False else {}
+    return lambda source: _SourceWatch(LogAnalyzer(Context(options=opts)), source)
 
 
 class _SourceWatch:
@@ -724,7 +730,7 @@ def make_serve_run(args: argparse.Namespace, out: Out, cfg: Any, board: Any) -> 
     return ServeRun(
         cfg,
         on_line=line_sink(args, out, board),
-        watch_factory=log_watch_factory(),
+        watch_factory=log_watch_factory(getattr(args, "expect_efa", None)),
         on_finding=finding_sink(args, out, board),
     )
 

@@ -9,7 +9,7 @@ from epdoctor.checks.logs import LogAnalysis
 from epdoctor.facts.logs.model import RankFacts
 from epdoctor.model import Finding, Status
 from epdoctor.redact import redact_text
-from epdoctor.reports.common import counts, sort_findings
+from epdoctor.reports.common import counts
 
 STYLE = {"fail": "bold red", "warn": "yellow", "unknown": "magenta", "pass": "green", "skip": "dim"}
 COLUMNS = (
@@ -23,6 +23,11 @@ COLUMNS = (
     "on EFA",
     "WARN",
 )
+
+
+def by_severity(findings: list[Finding]) -> list[Finding]:
+    """Worst first; within a severity the analysis's own order, root cause before symptom."""
+    return sorted(findings, key=lambda f: -f.status.rank)
 
 
 def verdict(a: LogAnalysis) -> str:
@@ -65,7 +70,7 @@ def render_text(console: Any, a: LogAnalysis, verbose: bool = False) -> None:
 
     if a.ranks:
         console.print(rank_table(a))
-    shown = [f for f in sort_findings(a.findings) if verbose or f.status is not Status.PASS]
+    shown = [f for f in by_severity(a.findings) if verbose or f.status is not Status.PASS]
     for f in shown:
         line = Text()
         line.append(f"{f.status.value.upper():<8}", style=STYLE[f.status.value])
@@ -108,7 +113,7 @@ def render_markdown(a: LogAnalysis) -> str:
         for r in a.ranks:
             out.append("| " + " | ".join(_md(c) for c in rank_row(r)) + " |")
         out.append("")
-    for f in sort_findings(a.findings):
+    for f in by_severity(a.findings):
         out.append(f"- **{f.status.value.upper()} {f.code}** {_md(f.title)}")
         if f.evidence:
             out.append("  ```")

@@ -18,11 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from epdoctor.facts.logs import signatures as sig
+from epdoctor.facts.logs import triage
 from epdoctor.facts.logs.prefix import Parsed, parse_line
+from epdoctor.redact import redact_text
 
 MAX_TEXT = 400  # evidence text per line
 MAX_PER_RANK = 12  # evidence lines kept per list
 MAX_EVENTS_PER_KIND = 64
+MAX_TROUBLES_PER_RANK = 400  # trouble lines kept per rank (more are counted)
+MAX_TROUBLES = 20_000
 CONTEXT_KINDS = ("deepep_v2_context", "vllm_engine_config", "torchrun_exitcode")
 
 
@@ -41,6 +45,22 @@ class Event:
 
     def group(self, name: str) -> str | None:
         return dict(self.groups).get(name)
+
+
+@dataclass(frozen=True)
+class Trouble:
+    """One line that signals trouble, with the triage verdict and the events it raised."""
+
+    rank_key: str
+    source: str
+    line_no: int
+    text: str
+    verdict: triage.Verdict
+    events: tuple[str, ...] = ()  # signature event kinds of the same line
+
+    def evidence(self) -> str:
+        where = f"{self.source}:{self.line_no}" if self.source else f"line {self.line_no}"
+        return f"{where}: {self.text}"
 
 
 @dataclass
@@ -79,9 +99,11 @@ class RankFacts:
     warns: list[str] = field(default_factory=list)
     evidence: dict[str, str] = field(default_factory=dict)  # fact name -> "src:line: text"
 
+    nccl: bool = False  # NCCL wrote lines for it (with or without the host:pid:tid prefix)
+
     @property
     def is_nccl(self) -> bool:
-        return self.host is not None
+        return self.nccl
 
     @property
     def network(self) -> str | None:
@@ -107,7 +129,8 @@ class RankFacts:
             if net is not None and net not in sig.NET_NAMES_OFI:
                 return False
             return None
-        if p[0] != "efa" or p[1] != "efa-direct":
+        # aws-ofi-nccl 1.x printed no fabric: its efa provider is EFA
+        if p[0] != "efa" or p[1] not in ("efa-direct", ""):
             return False
         return net is None or net in sig.NET_NAMES_OFI
 
@@ -155,27 +178,54 @@ class LogFacts:
     transports: bool = False  # read the channel lines (the scanner must return them too)
     ranks: dict[str, RankFacts] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
+    troubles: list[Trouble] = field(default_factory=list)
+    trouble_count: int = 0  # all trouble lines, kept or not
+    benign_count: int = 0
     sources: dict[str, int] = field(default_factory=dict)  # source -> lines seen
     candidates: int = 0
     bytes_scanned: int = 0
     _labels: dict[str, set[str]] = field(default_factory=dict)  # label -> nccl keys
     _pids: dict[int, set[str]] = field(default_factory=dict)  # pid -> nccl keys
     _kind_count: dict[str, int] = field(default_factory=dict)
+    _rank_troubles: dict[str, int] = field(default_factory=dict)
 
     # -- building -------------------------------------------------------------------------
     def add(self, source: str, line_no: int, raw: bytes) -> list[Event]:
         """One candidate line; returns the events it raised. Never raises on odd bytes."""
         self.candidates += 1
-        text = raw[:65536].decode("utf-8", "replace")
+        # the one place a log line enters the facts: secrets never get further than this
+        text = redact_text(raw[:65536].decode("utf-8", "replace"))
         p = parse_line(text)
         if not p.text.strip():
             return []
         rank = self._rank_for(p, source, line_no)
         shown = p.text if len(p.text) <= MAX_TEXT else p.text[:MAX_TEXT] + "..."
-        if rank is not None and p.host is not None:
+        if rank is not None and p.nccl:
+            rank.nccl = True
             self._nccl_facts(rank, p, source, line_no, shown)
         key = rank.key if rank is not None else f"source:{source}"
-        return self._events(p, key, source, line_no, shown)
+        events = self._events(p, key, source, line_no, shown)
+        self._triage(p, key, source, line_no, shown, events)
+        return events
+
+    def _triage(
+        self, p: Parsed, key: str, source: str, line_no: int, shown: str, events: list[Event]
+    ) -> None:
+        v = triage.classify(p)
+        kinds = tuple(e.kind for e in events if e.kind not in CONTEXT_KINDS)
+        if v is None and not kinds:
+            return
+        if v is not None and v.role == triage.BENIGN and not kinds:
+            self.benign_count += 1
+            return
+        if v is None:
+            v = triage.Verdict(triage.SYMPTOM, triage.ERROR, "event")
+        self.trouble_count += 1
+        n = self._rank_troubles.get(key, 0)
+        if n >= MAX_TROUBLES_PER_RANK or len(self.troubles) >= MAX_TROUBLES:
+            return
+        self._rank_troubles[key] = n + 1
+        self.troubles.append(Trouble(key, source, line_no, shown, v, kinds))
 
     def _rank_for(self, p: Parsed, source: str, line_no: int) -> RankFacts | None:
         if p.nccl_key is not None:
@@ -194,6 +244,14 @@ class LogFacts:
                 self._labels.setdefault(lb, set()).add(key)
         else:
             r = self._rank_by_label(p, line_no)
+            if r is None and p.nccl:
+                # NCCL's words without its prefix: one rank per source, named for it
+                key = f"nccl@{source or 'log'}"
+                r = self.ranks.get(key)
+                if r is None:
+                    r = self.ranks[key] = RankFacts(key=key, first_line=line_no)
+                    if self.transports:
+                        r.transports = set()
             if r is None:
                 return None
         if source and source not in r.sources:
@@ -242,7 +300,7 @@ class LogFacts:
             r.env[m["k"]] = m["v"].strip()
             r.evidence[f"env:{m['k']}"] = ev
         elif m := sig.OFI_PROVIDER.search(msg):
-            r.providers.append((m["prov"].strip(), m["fab"], int(m["n"])))
+            r.providers.append((m["prov"].strip(), m["fab"] or "", int(m["n"])))
             r.evidence["provider"] = ev
         elif m := sig.USING_NETWORK.match(msg):
             r.networks.append(m["net"])
@@ -257,8 +315,10 @@ class LogFacts:
             r.evidence["net_loaded"] = ev
         elif m := sig.NET_EXTERNAL_OK.match(msg):
             r.net_plugins_loaded.append(m["path"])
-        elif m := sig.NET_NOT_FOUND.match(msg):
-            r.net_plugin_not_found.append(m["path"])
+        elif (m := sig.NET_NOT_FOUND.match(msg)) and (
+            m["p3"] is None or m["obj"] == m["p3"]  # a missing dependency is not a missing plugin
+        ):
+            r.net_plugin_not_found.append(m["p1"] or m["p2"] or m["p3"])
             r.evidence["net_not_found"] = ev
         elif m := sig.NET_INIT_FAILED.match(msg):
             r.net_plugin_failed.append(m["name"])
@@ -296,7 +356,7 @@ class LogFacts:
 
     def _events(self, p: Parsed, key: str, source: str, line_no: int, shown: str) -> list[Event]:
         out: list[Event] = []
-        hay = p.msg if p.host is not None else p.text
+        hay = p.msg if p.nccl else p.text
         main_done = False
         for kind, rx in sig.EVENTS:
             is_ctx = kind in CONTEXT_KINDS

@@ -16,8 +16,15 @@ from dataclasses import dataclass
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")
 # kubectl --timestamps (RFC3339), NCCL WARN's "[2026-01-02 10:24:27] ", "2026-01-02 10:24:27,123 "
 _TIMESTAMP = re.compile(
-    r"(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?) "
+    r"(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?: UTC)?\]?)"
+    r"(?: |\t|$)"
 )
+# syslog / journalctl "Dec 03 10:00:00 host prog[123]: ", dmesg "[12345.678901] "
+_SYSLOG = re.compile(
+    r"(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./-]+(?:\[\d+\])?: |\[ *\d+\.\d+\] )"
+)
+# what a paste adds: CloudWatch / table "| " joins, e-mail and GitHub quoting "> ", a shell prompt
+_JOIN = re.compile(r"(?:\|\s?|>\s?|\$ )")
 _KUBECTL = re.compile(r"\[pod/(?P<pod>[\w.-]+)/(?P<ctr>[\w.-]+)\] ")
 _TORCHRUN = re.compile(r"\[(?P<kind>rank|default)(?P<n>\d+)\]:\s?")
 _SRUN = re.compile(r"(?P<n>\d{1,5}): ")
@@ -35,7 +42,13 @@ _STERN = re.compile(
 )
 # NCCL src/debug.cc: "%s:%d:%d [%d] " before "NCCL INFO"/"...NCCL WARN"
 _NCCL = re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ")
-_NCCL_LEVEL = re.compile(r"NCCL (?P<level>INFO|WARN) ")
+_NCCL_LEVEL = re.compile(r"NCCL (?P<level>INFO|WARN|ERROR|TRACE) ?")
+# A line pasted without NCCL's full prefix: "host NCCL INFO ...", "host:pid NCCL WARN ...",
+# or only "NCCL WARN ..." (a GitHub comment, a grep -h). The NCCL message is still NCCL's.
+_NCCL_PARTIAL = re.compile(
+    r"(?:(?P<host>[A-Za-z0-9][\w.-]*)(?::(?P<pid>\d+))?(?::\d+)?(?: \[(?P<dev>\d+)\])? )?"
+    r"(?:[\w./-]+\.cc?:\d+ )?NCCL (?P<level>INFO|WARN) "
+)
 
 MAX_PREFIXES = 6
 
@@ -52,10 +65,13 @@ class Parsed:
     level: str | None = None  # NCCL INFO / WARN
     msg: str = ""  # after "NCCL INFO " / "NCCL WARN ", else the text
     label_pid: int | None = None  # vLLM "(Worker... pid=N)": the same pid NCCL prints
+    nccl: bool = False  # an NCCL debug line, with or without its host:pid:tid prefix
 
     @property
     def nccl_key(self) -> str | None:
-        return f"{self.host}:{self.pid}" if self.host is not None else None
+        if self.host is None:
+            return None
+        return f"{self.host}:{self.pid}" if self.pid is not None else self.host
 
 
 def clean(raw: str) -> str:
@@ -74,6 +90,12 @@ def parse_line(raw: str) -> Parsed:
         while text.startswith(" ", pos):
             pos += 1
         if m := _TIMESTAMP.match(text, pos):
+            pos = m.end()
+            continue
+        if m := _SYSLOG.match(text, pos):
+            pos = m.end()
+            continue
+        if m := _JOIN.match(text, pos):
             pos = m.end()
             continue
         if m := _KUBECTL.match(text, pos):
@@ -106,7 +128,7 @@ def parse_line(raw: str) -> Parsed:
     body = text[pos:]
     m = _NCCL.search(body, 0, 160)
     if m is None:
-        return Parsed(body, tuple(labels), msg=body, label_pid=label_pid)
+        return _partial(body, tuple(labels), label_pid)
     lv = _NCCL_LEVEL.search(body, m.end(), m.end() + 400)
     level = lv["level"] if lv else None
     msg = body[lv.end() :] if lv else body[m.end() :]
@@ -119,4 +141,29 @@ def parse_line(raw: str) -> Parsed:
         level=level,
         msg=msg.strip(),
         label_pid=label_pid,
+        nccl=lv is not None,
+    )
+
+
+def _partial(body: str, labels: tuple[str, ...], label_pid: int | None) -> Parsed:
+    """A line without NCCL's host:pid:tid [dev] prefix: an NCCL message all the same?"""
+    i = body.find("NCCL ", 0, 240)
+    if i == -1 or (m := _NCCL_PARTIAL.search(body, max(0, i - 120), i + 12)) is None:
+        return Parsed(body, labels, msg=body, label_pid=label_pid)
+    if m.start() > 0 and not body[m.start() - 1].isspace():
+        return Parsed(body, labels, msg=body, label_pid=label_pid)
+    host = m["host"]
+    # "NCCL WARN" alone, or a word that is no host name ("the NCCL INFO line"): no host
+    if host is not None and (m["pid"] is None and not any(c in host for c in ".-") and m["dev"] is None):
+        host = None
+    return Parsed(
+        body,
+        labels,
+        host=host,
+        pid=int(m["pid"]) if m["pid"] else None,
+        dev=int(m["dev"]) if m["dev"] else None,
+        level=m["level"],
+        msg=body[m.end() :].strip(),
+        label_pid=label_pid,
+        nccl=True,
     )

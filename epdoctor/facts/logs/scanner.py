@@ -24,6 +24,11 @@ from typing import BinaryIO
 
 from epdoctor.facts.logs.signatures import ANCHORS
 
+try:  # RE2's DFA finds any of the anchors in one pass (~0.6 GB/s a core for 45 anchors)
+    import re2 as _re2
+except ImportError:  # a checkout on a node without it: the memchr / find plan below
+    _re2 = None
+
 CHUNK = 2 << 20  # 2 MiB: a block and its passes stay in cache (16 MiB measured 30% slower)
 MAX_CARRY = 1 << 20  # a partial line longer than this is scanned as a fragment
 PARALLEL_MIN = 32 << 20  # below this a second process costs more than it saves
@@ -34,6 +39,7 @@ WINDOW = 4096
 ANCHOR_OVERLAP = max(len(a) for a in ANCHORS) - 1  # kept when a fragment is flushed
 
 Candidate = tuple[int, bytes]  # (line number, raw line without the newline)
+FOLLOWED = b"Last error"  # an anchor whose next line is returned too
 
 
 # A plan says how each anchor is looked for in a block: through the rarest of its bytes
@@ -50,6 +56,19 @@ RARE_DENSITY = 1 / 8192  # a byte rarer than this in the sample is scanned for w
 RARE_BUDGET = 4096  # within a block, more hits than len/RARE_BUDGET: fall back to find
 REPLAN = 64 << 20  # bytes after which a stream measures rarity again
 _ANCHOR_BYTES = tuple(sorted({b for a in ANCHORS for b in a}))
+
+
+_MATCHERS: dict[tuple[bytes, ...], object] = {}
+
+
+def _matcher(anchors: tuple[bytes, ...]) -> object | None:
+    """One RE2 alternation of the anchors (cached), or None without RE2."""
+    if _re2 is None or os.environ.get("EPDOCTOR_SCANNER") == "find":
+        return None
+    m = _MATCHERS.get(anchors)
+    if m is None:
+        m = _MATCHERS[anchors] = _re2.compile(b"|".join(_re2.escape(a) for a in anchors))
+    return m
 
 
 def make_plan(sample: bytes, anchors: tuple[bytes, ...] = ANCHORS) -> Plan:
@@ -105,6 +124,17 @@ def _scan(buf: bytes, cut: int, base_line: int, plan: Plan) -> tuple[list[Candid
         while i != -1:
             i = find(anchor, line_end(i) + 1, cut)
 
+    rx = _matcher(_plan_anchors(plan))
+    if rx is not None:
+        search = rx.search
+        pos = 0
+        while pos < cut:
+            m = search(buf, pos, cut)
+            if m is None:
+                break
+            pos = line_end(m.start()) + 1
+        return (*_collect(buf, cut, base_line, spans, windows), False)
+
     groups, whole = plan
     budget = max(64, cut // RARE_BUDGET)
     replan = False
@@ -131,7 +161,24 @@ def _scan(buf: bytes, cut: int, base_line: int, plan: Plan) -> tuple[list[Candid
             i = find(byte, nxt, cut)
     for a in whole:
         find_whole(a, 0)
+    return (*_collect(buf, cut, base_line, spans, windows), replan)
 
+
+def _plan_anchors(plan: Plan) -> tuple[bytes, ...]:
+    groups, whole = plan
+    return tuple(sorted({a for _, members in groups for a, _ in members} | set(whole)))
+
+
+def _collect(
+    buf: bytes, cut: int, base_line: int, spans: dict[int, int], windows: dict[int, int]
+) -> tuple[list[Candidate], int]:
+    """The recorded lines in order, numbered, and the newlines in buf[:cut]."""
+    # torch prints the NCCL error's cause on the line after "Last error:", which may hold no
+    # anchor of its own ("Last error:\nCuda failure 'invalid device function'"): take it too
+    for s, e in list(spans.items()):
+        if e + 1 < cut and e - s < MAX_LINE and buf.find(FOLLOWED, s, e) != -1:
+            n = buf.find(b"\n", e + 1, cut)
+            spans.setdefault(e + 1, cut if n == -1 else n)
     out: list[Candidate] = []
     line = base_line
     prev = 0
@@ -145,7 +192,7 @@ def _scan(buf: bytes, cut: int, base_line: int, plan: Plan) -> tuple[list[Candid
         else:
             out.append((line + 1, buf[max(s, w - WINDOW) : min(spans[s], w + WINDOW)]))
     newlines = line - base_line + count(b"\n", prev, cut)
-    return out, newlines, replan
+    return out, newlines
 
 
 class Feeder:

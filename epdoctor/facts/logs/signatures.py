@@ -2,10 +2,10 @@
 
 Every signature is an upstream string (aws-ofi-nccl, NVIDIA/nccl, DeepEP, vLLM,
 TensorRT-LLM, torch, huggingface_hub; see docs/logs.md for the sources). ANCHORS
-are short literals such that every line a signature can match contains at least
-one of them: the scanner looks for these in raw bytes and decodes only the lines
-around a hit, so the bulk of an NCCL INFO log (channels, rings, COLL lines) is
-never decoded.
+are short literals such that every line a signature, or the open-world triage
+(facts/logs/triage.py), can act on contains at least one of them: the scanner looks
+for these in raw bytes and decodes only the lines around a hit, so the bulk of an
+NCCL INFO log (channels, rings, COLL lines) is never decoded.
 """
 
 from __future__ import annotations
@@ -13,18 +13,51 @@ from __future__ import annotations
 import re
 
 ANCHORS: tuple[bytes, ...] = (
-    b" NCCL WARN ",  # every NCCL / aws-ofi-nccl warning
+    b"WARN",  # every NCCL / aws-ofi-nccl warning, UCX WARN, Python logging WARNING
     b"NCCL INFO N",  # NCCL version, NCCL_* set by environment, NET/OFI, NET/Plugin, NET/Socket, NET/IB
     b"NCCL INFO G",  # GIN is disabled., GIN not supported., GIN/Plugin: ...
     b" plugin ",  # Initialized/Assigned/Failed ... NET|GIN plugin, Loaded gin plugin
     b"Using network ",
     b"[DeepEP]",  # DeepEP's banners (its errors are exceptions: "rror"; vLLM's manager line below)
     b"all2all manager",
-    b"rror",  # Error/error: Python exceptions (DeepEP's assertions too), CUDA errors, ptxas, HTTP 429
-    b"Segmentation fault",
     b"GDAKI-CQE",
     b"enforce_eager",  # vLLM's engine config line (CUDA-graph mode or eager)
     b"exitcode",  # torchrun's failure summary
+    # open-world triage: the words every line that signals trouble holds (facts/logs/triage.py)
+    b"rror",  # Error, error, ncclSystemError, <error>
+    b"ERROR",
+    b"ailed",  # failed, Failed
+    b"FAIL",
+    b"Traceback",
+    b"xception",
+    b"Segmentation",
+    b"SIG",  # SIGSEGV, SIGABRT, SIGKILL, SIGBUS
+    b"ignal",  # Signal 11, signal 6
+    b"bort",  # abort, Aborted
+    b"atal",  # fatal, Fatal Python error
+    b"illed",  # Killed, killed, oom-killer
+    b"of memory",  # out of memory, Out of memory
+    b"med out",  # timed out, Timed out
+    b"imeout",  # timeout, Timeout
+    b"annot",  # cannot, Cannot
+    b"nable to",  # unable to, Unable to
+    b"not found",
+    b"No such",
+    b"denied",
+    b"refused",
+    b"reset by peer",
+    b"nreachable",
+    b"upported",  # unsupported, not supported
+    b"ssert",  # assert, Assertion
+    b"Too many",
+    b"<warn>",  # libfabric's warnings
+    b"dlerror",
+    b"No plugin found",
+    b".cc:",  # NCCL's "file.cc:N -> 3" return trail and WARN locations
+    b"Duplicate",
+    b"Last error",
+    b"Bus error",
+    b"core dumped",
 )
 # The channel lines that say which transport connects a rank to each peer. They are the bulk
 # of an NCCL INFO log (one per channel, peer and direction), so ``epdoctor logs`` does not
@@ -41,14 +74,24 @@ ENV_SET = re.compile(r"^(?P<k>[A-Z][A-Z0-9_]+) set by environment to (?P<v>.*?)\
 USING_NETWORK = re.compile(r"^Using network (?P<net>.+?)\s*$")
 NET_LOADED = re.compile(r"^NET/Plugin: Loaded net plugin (?P<name>.+?) \((?P<ver>v\d+)\)")
 NET_EXTERNAL_OK = re.compile(r"^Successfully loaded external (?:network )?plugin (?P<path>\S+)")
-NET_NOT_FOUND = re.compile(r"^NET/Plugin: Could not find: (?P<path>\S+)")
+# the plugin itself is absent, in the wordings of NCCL 2.4-2.11 ("No plugin found (%s), using
+# internal implementation", after "dlerror=%s" from 2.12), 2.7-2.18 ("Plugin load (%s) returned
+# %d : %s") and 2.19+ ("Could not find: %s. Using internal network plugin.")
+NET_NOT_FOUND = re.compile(
+    r"^NET/Plugin ?: ?(?:Could not find: (?P<p1>\S+?)\.?(?:\s|$)|"
+    r"(?:dlerror=.*?)?No plugin found \((?P<p2>[^)]+)\)|"
+    r"Plugin load \((?P<p3>[^)]+)\) returned \d+ : (?P<obj>[^:\s]+): cannot open shared object file: "
+    r"No such file)"
+)
 NET_INIT_FAILED = re.compile(r"^Failed to initialize NET plugin (?P<name>.+?)\s*$")
 NET_ANY_FAILED = re.compile(r"Failed to initialize any NET plugin")
 NET_INITIALIZED = re.compile(r"^Initialized NET plugin (?P<name>.+?)\s*$")
 NET_ASSIGNED = re.compile(r"^Assigned NET plugin (?P<name>.+?) to comm")
 # aws-ofi-nccl src/nccl_ofi_net.cpp / platform-aws.cpp (NCCL adds the "NET/OFI " prefix)
+# "Selected provider is %s, fabric is %s (found %d nics)"; aws-ofi-nccl 1.x wrote
+# "Selected Provider is %s (found %d nics)" (no fabric)
 OFI_PROVIDER = re.compile(
-    r"Selected provider is (?P<prov>[^,]+), fabric is (?P<fab>\S+) \(found (?P<n>\d+) nics\)"
+    r"Selected [Pp]rovider is (?P<prov>[^,(]+?)(?:, fabric is (?P<fab>\S+))? \(found (?P<n>\d+) nics?\)"
 )
 OFI_VERSION = re.compile(r"^NET/OFI Initializing aws-ofi-nccl (?P<v>\S+)")
 LIBFABRIC_VERSION = re.compile(r"^NET/OFI Using Libfabric version (?P<v>\S+)")

@@ -1,0 +1,218 @@
+"""Incidents: a rank's trouble lines grouped, and judged by their root cause.
+
+``facts.logs.triage`` gives every line that signals trouble a verdict; this module groups a
+rank's trouble lines that belong together (no more than ``INCIDENT_GAP`` lines apart in one
+source) into an *incident*, picks its root cause (the earliest line that names *why*: an errno
+text, a missing library, a limit, a provider error; else the most specific symptom; else the
+first error), and turns incidents into findings. Incidents with the same cause on several ranks
+become one finding that names the ranks; the cause is the title, the later lines its evidence.
+
+``order_key`` ranks findings so that the first one is the one to fix: failures first, then root
+causes before the network verdicts they explain, those before symptoms (an NCCL error code, a
+torchrun summary), and unrecognised lines last.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from epdoctor import knowledge
+from epdoctor.checks.base import finding
+from epdoctor.facts.logs import triage
+from epdoctor.facts.logs.model import LogFacts, Trouble
+from epdoctor.model import Finding, Status
+
+INCIDENT_GAP = 2000  # lines of one source between two trouble lines of one incident
+MAX_EVIDENCE = 8
+QUOTE = 160  # characters of the cause line in a title
+
+# event kinds (facts.logs.signatures.EVENTS) that report what a cause led to
+SYMPTOM_EVENTS = frozenset(
+    {"net_any_failed", "gin_any_failed", "torchrun_child", "torchrun_exitcode", "segfault"}
+)
+# codes whose lines are judged by the fact checks (network, plugin, GIN) or the event table:
+# an incident caused by one of them adds its lines to that finding instead of its own
+FACT_CODES = frozenset({"N101", "N105", "N201", "N202", "T701", "T702", "T201"})
+GENERIC_CODES = frozenset({"N203", "N306", "T809", "E808", "E809", "D809"})
+SYMPTOM_CODES = frozenset({"N202", "N204", "E203", "E204", "E804", "E807", "T201"})
+# causes that explain why a rank fell back from EFA to another network
+NET_CAUSES = frozenset(
+    {
+        "N101", "N105", "N201", "N301", "N302", "N303", "N304", "N305", "N306",
+        "T802", "H801", "H802", "L801", "L101",
+    }
+)  # fmt: skip
+
+_NCCL_HEAD = re.compile(r"^.*?\bNCCL (?:INFO|WARN) (?:[\w./-]+\.cc?:\d+ )?")
+_WARN_HEAD = re.compile(r"^[\w./-]+\.(?:cc|cpp):\d+ NCCL WARN ")
+_NUM = re.compile(r"0x[0-9a-fA-F]+|\d+")
+
+
+@dataclass
+class Incident:
+    rank: str
+    lines: list[Trouble]
+    cause: Trouble
+    code: str
+    status: Status
+    known: bool  # the cause is a known mechanism, not an unrecognised line
+
+    @property
+    def first_line(self) -> int:
+        return self.lines[0].line_no
+
+
+@dataclass
+class Triage:
+    """Incidents of a log, and which of them explain a rank's network fallback."""
+
+    incidents: list[Incident] = field(default_factory=list)
+
+    def net_cause(self, rank_keys: list[str]) -> Incident | None:
+        """The earliest incident on these ranks whose cause explains a fallback from EFA."""
+        keys = set(rank_keys)
+        best = [i for i in self.incidents if i.code in NET_CAUSES and i.rank in keys]
+        if not best:  # lines without a rank (a pasted fragment) still explain a lone rank
+            best = [i for i in self.incidents if i.code in NET_CAUSES]
+        return min(best, key=lambda i: i.cause.line_no) if best else None
+
+    def extra_evidence(self, code: str) -> list[str]:
+        """Lines of incidents caused by a code another finding reports (FACT_CODES, events)."""
+        out: list[str] = []
+        for inc in self.incidents:
+            if inc.code == code:
+                out.extend(t.evidence() for t in inc.lines if t is not inc.cause)
+        return out
+
+
+def line_code(t: Trouble, event_codes: dict[str, tuple[str, Status]]) -> str | None:
+    for k in t.events:
+        if k in event_codes:
+            return event_codes[k][0]
+    return t.verdict.code
+
+
+def _is_cause(t: Trouble, event_codes: dict[str, tuple[str, Status]]) -> bool:
+    if any(k in event_codes and k not in SYMPTOM_EVENTS for k in t.events):
+        return True
+    return t.verdict.role == triage.CAUSE
+
+
+def build(facts: LogFacts, event_codes: dict[str, tuple[str, Status]]) -> Triage:
+    groups: dict[str, list[list[Trouble]]] = {}
+    last: dict[tuple[str, str], int] = {}
+    for t in facts.troubles:
+        runs = groups.setdefault(t.rank_key, [])
+        prev = last.get((t.rank_key, t.source))
+        if not runs or prev is None or t.line_no - prev > INCIDENT_GAP:
+            runs.append([])
+        runs[-1].append(t)
+        last[(t.rank_key, t.source)] = t.line_no
+    out = Triage()
+    for rank, runs in groups.items():
+        for lines in runs:
+            inc = _incident(rank, lines, event_codes)
+            if inc is not None:
+                out.incidents.append(inc)
+    out.incidents.sort(key=lambda i: (i.cause.source, i.cause.line_no))
+    return out
+
+
+def _incident(
+    rank: str, lines: list[Trouble], event_codes: dict[str, tuple[str, Status]]
+) -> Incident | None:
+    judged = [t for t in lines if t.verdict.is_trouble or t.events]
+    if not judged:
+        return None
+    causes = [t for t in judged if _is_cause(t, event_codes) and line_code(t, event_codes)]
+    known = [t for t in judged if line_code(t, event_codes) not in (None, *GENERIC_CODES)]
+    errors = [t for t in judged if t.verdict.level == triage.ERROR]
+    cause = (causes or known or errors or judged)[0]
+    code = line_code(cause, event_codes) or "E809"
+    status = Status.FAIL if _fails(judged, code, event_codes) else Status.WARN
+    return Incident(rank, lines, cause, code, status, code not in GENERIC_CODES)
+
+
+def _fails(lines: list[Trouble], code: str, event_codes: dict[str, tuple[str, Status]]) -> bool:
+    if any(t.verdict.level == triage.ERROR for t in lines):
+        return True
+    if any(k in event_codes and event_codes[k][1] is Status.FAIL for t in lines for k in t.events):
+        return True
+    return code not in GENERIC_CODES and knowledge.get(code).severity == "fail"
+
+
+def message(t: Trouble) -> str:
+    """The line without NCCL's prefix and location: what it says."""
+    text = _NCCL_HEAD.sub("", t.text, count=1)
+    return _WARN_HEAD.sub("", text, count=1).strip()
+
+
+def _norm(text: str) -> str:
+    return _NUM.sub("#", text)[:80]
+
+
+def findings(
+    tri: Triage, ranks_named: dict[str, str], owned: set[str]
+) -> list[tuple[str, Finding]]:
+    """One finding per (cause code, cause wording), over every rank that shows it.
+
+    ``owned`` are codes other findings report (fact checks, events): their incidents only lend
+    evidence (``Triage.extra_evidence``).
+    """
+    merged: dict[tuple[str, str], list[Incident]] = {}
+    for inc in tri.incidents:
+        if inc.code in owned or inc.cause.events:  # the event table reports that line
+            continue
+        what = "" if inc.code in GENERIC_CODES else _norm(message(inc.cause))
+        merged.setdefault((inc.code, what), []).append(inc)
+    out: list[tuple[str, Finding]] = []
+    for (code, what), incs in merged.items():
+        first = incs[0]
+        v = first.cause.verdict
+        ranks = sorted({i.rank for i in incs})
+        title = _title(code, v.what, first, incs, ranks, ranks_named)
+        ev = [first.cause.evidence()]
+        ev += [t.evidence() for t in first.lines if t is not first.cause][: MAX_EVIDENCE // 2]
+        for other in incs[1:]:
+            if len(ev) >= MAX_EVIDENCE:
+                break
+            ev.append(other.cause.evidence())
+        status = max((i.status for i in incs), key=lambda s: s.rank)
+        out.append((f"{code}:triage:{what}", finding(code, status, title, ev[:MAX_EVIDENCE])))
+    return out
+
+
+def _title(
+    code: str,
+    what: str,
+    first: Incident,
+    incs: list[Incident],
+    ranks: list[str],
+    ranks_named: dict[str, str],
+) -> str:
+    what = what or knowledge.get(code).title
+    quote = message(first.cause)
+    if len(quote) > QUOTE:
+        quote = quote[: QUOTE - 3] + "..."
+    title = f"{what}: `{quote}`"
+    if code in GENERIC_CODES and len(incs) > 1:
+        title += f" (and {len(incs) - 1} more)"
+    named = [ranks_named.get(r, r) for r in ranks if not r.startswith("source:")]
+    if len(named) > 1:
+        shown = ", ".join(named[:4]) + (f" and {len(named) - 4} more" if len(named) > 4 else "")
+        title += f" on {len(named)} ranks: {shown}"
+    elif named:
+        title += f" ({named[0]})"
+    return title
+
+
+def tier(code: str, key: str) -> int:
+    """0 root causes, 1 network / plugin verdicts, 2 symptoms, 3 unrecognised lines."""
+    if code in GENERIC_CODES:
+        return 3
+    if code in SYMPTOM_CODES:
+        return 2
+    if code in FACT_CODES or code.startswith(("T7", "F2")):
+        return 1
+    return 0 if ":triage:" in key or code not in FACT_CODES else 1
