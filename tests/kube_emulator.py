@@ -23,6 +23,12 @@ corrected or added:
   requested command as a real local subprocess, so the node probe really runs
   through the real exec protocol. ``forbid_exec`` answers the handshake with
   403 the way RBAC does.
+* hostile mode: ``hostile`` maps a regular expression on the request path to
+  a bad answer, the ones a real client meets behind a broken proxy or an
+  overloaded server: ``html`` (200 with an HTML proxy page), ``truncated``
+  (half a JSON object), ``shape`` (valid JSON of the wrong type), ``stall``
+  (headers and a few bytes of body, then silence until the client gives up),
+  ``exec-drop`` (an exec websocket that closes with no frame and no status).
 
 Everything runs on its own event loop in a background thread, so the
 synchronous kubernetes client and the kubectl binary can talk to it.
@@ -171,6 +177,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self.log_followers: dict[tuple[str, str, str, bool], int] = {}
         self.ended_logs: set[tuple[str, str, str, bool]] = set()
         self.forbid_exec: set[tuple[str, str]] = set()
+        self.hostile: dict[str, str] = {}  # path regex -> a mode (see the module docstring)
         self.exec_calls: list[dict[str, Any]] = []
         self.exec_env: dict[str, str] = {}
         self.seen: list[str] = []  # "METHOD path?query" of every request, in order
@@ -201,6 +208,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
     async def __call__(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         path = raw.path
         self.seen.append(f"{raw.method} {raw.path_qs}")
+        mode = next((m for rx, m in self.hostile.items() if re.search(rx, path)), None)
+        if mode:
+            return await self._hostile(raw, mode)
         if raw.method == "GET" and path in ("/api/v1", "/apis/apps/v1", "/apis/batch/v1"):
             group = "" if path == "/api/v1" else path.split("/")[2]
             return aiohttp.web.json_response(_discovery(group))
@@ -252,6 +262,33 @@ class KubeEmulator(kmock.KubernetesEmulator):
         doc["apiVersion"] = f"{group}/v1" if group else "v1"
         doc.setdefault("metadata", {})["resourceVersion"] = "1"
         return aiohttp.web.json_response(doc)
+
+    async def _hostile(self, raw: aiohttp.web.BaseRequest, mode: str) -> aiohttp.web.StreamResponse:
+        """A bad answer of the kind ``mode`` names (see the module docstring)."""
+        if mode == "html":
+            page = "<html><head><title>502 Bad Gateway</title></head><body>proxy</body></html>"
+            return aiohttp.web.Response(text=page, content_type="text/html")
+        if mode == "truncated":
+            return aiohttp.web.Response(
+                body=b'{"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "tru',
+                content_type="application/json",
+            )
+        if mode == "shape":
+            return aiohttp.web.json_response(["not", "an", "object"])
+        if mode == "stall":
+            resp = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
+            resp.content_length = 4096
+            await resp.prepare(raw)
+            await resp.write(b'{"kind": "Pod", ')
+            with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+                await asyncio.sleep(3600)  # the client's timeout ends this request
+            return resp
+        if mode == "exec-drop":
+            ws = aiohttp.web.WebSocketResponse(protocols=self.exec_protocols, max_msg_size=0)
+            await ws.prepare(raw)
+            await ws.close()
+            return ws
+        raise ValueError(f"unknown hostile mode {mode!r}")
 
     def _status(self, code: int, reason: str, message: str) -> aiohttp.web.Response:
         body = {

@@ -333,7 +333,8 @@ def test_pending_pod_hugepages_failed_scheduling(cluster):
 def test_exec_forbidden_is_explained(cluster):
     r = epdoctor(cluster, "diagnose", "--pod", "locked-0", "-n", NS, "--json")
     doc = report(r)
-    assert r.returncode == 0, "a 403 on exec is an unknown, not an epdoctor failure"
+    assert r.returncode == 2, "a 403 on exec: the probe never ran, so nothing was diagnosed"
+    assert "locked-0" in r.stderr and "the node probe did not run" in r.stderr
     why = probe_not_run(doc)
     assert "forbidden" in why and "pods/exec" in why and "docs/rbac/" in why
     # what the API server knows is still reported

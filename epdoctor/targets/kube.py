@@ -18,6 +18,7 @@ failure of the whole target.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -160,7 +161,7 @@ class KubeSession:
                     if chosen is None:
                         names = ", ".join(c.get("name", "?") for c in contexts)
                         raise TargetError(f"no context {context!r} in {path} (have: {names})")
-                api = config.new_client_from_config(config_file=path, context=context)
+                api = _no_retries(config.new_client_from_config(config_file=path, context=context))
             except ConfigException as exc:
                 raise TargetError(f"cannot load kubeconfig {path}: {exc}") from exc
             ns = ((chosen or {}).get("context") or {}).get("namespace") or "default"
@@ -172,7 +173,7 @@ class KubeSession:
             except ConfigException as exc:
                 raise TargetError(f"in-cluster config: {exc}") from exc
             ns = _read(SA_NAMESPACE).strip() or "default"
-            return cls(client.ApiClient(cfg), ns, "in-cluster")
+            return cls(_no_retries(client.ApiClient(cfg)), ns, "in-cluster")
         raise TargetError(
             "no Kubernetes configuration: set KUBECONFIG, pass --kubeconfig, "
             "or run inside a pod with a service account"
@@ -182,7 +183,7 @@ class KubeSession:
         """A fresh ApiClient on this session's configuration (for one stream() call)."""
         from kubernetes import client
 
-        return client.ApiClient(self.api_client.configuration)
+        return _no_retries(client.ApiClient(self.api_client.configuration))
 
     @property
     def core(self) -> Any:
@@ -202,8 +203,13 @@ class KubeSession:
 
         return client.BatchV1Api(self.api_client)
 
-    def call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """One API call as parsed JSON (the API's own camelCase shape), with a timeout."""
+    def call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """One API call as a parsed JSON object (the API's own camelCase shape).
+
+        Bounded: each socket read waits at most the read timeout, the whole body at most
+        twice that (a server that trickles bytes), MAX_BODY bytes, and no retries (see
+        _no_retries). Anything but a JSON object (an HTML proxy page, half a document, a
+        list) is a KubeApiError naming the call."""
         from kubernetes.client.exceptions import ApiException
 
         kwargs.setdefault("_request_timeout", self.timeout)
@@ -212,12 +218,17 @@ class KubeSession:
         except ApiException as exc:
             raise KubeApiError(what, exc.status, _api_message(exc)) from exc
         except Exception as exc:  # urllib3 timeouts, refused connections, TLS errors
-            raise KubeApiError(what, 0, f"{type(exc).__name__}: {exc}") from exc
-        data = resp.data
+            raise KubeApiError(what, 0, _short(exc)) from exc
         try:
-            return json.loads(data) if data else {}
-        except ValueError:
-            return data.decode("utf-8", "replace")
+            data = _read_body(resp, deadline=time.monotonic() + 2 * self.timeout[1])
+        except TargetError as exc:
+            raise KubeApiError(what, -1, str(exc)) from exc
+        except Exception as exc:  # a read timeout or a reset in the middle of the body
+            raise KubeApiError(what, 0, _short(exc)) from exc
+        finally:
+            with contextlib.suppress(Exception):
+                resp.release_conn()
+        return _json_object(what, data, resp)
 
     def close(self) -> None:
         try:
@@ -234,7 +245,68 @@ class KubeApiError(TargetError):
         super().__init__(f"{what}: {_explain(status, message)}")
 
 
+MAX_BODY = 64 << 20  # a list of every pod in a large cluster stays well under this
+
+
+def _read_body(resp: Any, deadline: float) -> bytes:
+    chunks, size = [], 0
+    while True:
+        if time.monotonic() > deadline:
+            raise TargetError("the API server sent its answer too slowly; gave up")
+        chunk = resp.read(1 << 16)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise TargetError(f"the answer is larger than {MAX_BODY >> 20} MiB; not read")
+        chunks.append(chunk)
+
+
+def _json_object(what: str, data: bytes, resp: Any) -> dict[str, Any]:
+    if not data:
+        return {}
+    ctype = str((getattr(resp, "headers", None) or {}).get("Content-Type", ""))
+    head = data[:200].lstrip().lower()
+    if head.startswith((b"<!doctype", b"<html", b"<")) or "html" in ctype:
+        raise KubeApiError(
+            what, -1, "the answer is an HTML page, not JSON (a proxy or load balancer in the way?)"
+        )
+    try:
+        doc = json.loads(data)
+    except RecursionError:
+        raise KubeApiError(what, -1, "the JSON answer is nested too deeply") from None
+    except ValueError as exc:
+        why = "truncated" if "Unterminated" in str(exc) or "Expecting" in str(exc) else "invalid"
+        raise KubeApiError(what, -1, f"the answer is {why} JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        kind = "list" if isinstance(doc, list) else type(doc).__name__
+        raise KubeApiError(what, -1, f"the answer is a JSON {kind}, not an object")
+    return doc
+
+
+def _short(exc: BaseException) -> str:
+    """urllib3's exceptions repeat the pool and the URL: keep the reason."""
+    text = f"{type(exc).__name__}: {exc}"
+    if "timed out" in text.lower() or "timeout" in type(exc).__name__.lower():
+        return "timed out"
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+def _no_retries(api: Any) -> Any:
+    """urllib3 retries a timed-out read three times by default: four times the timeout the
+    user gave. An API call here is tried once; the caller decides what to do next."""
+    from urllib3.util.retry import Retry
+
+    pm = getattr(getattr(api, "rest_client", None), "pool_manager", None)
+    if pm is not None:
+        pm.connection_pool_kw["retries"] = Retry(total=0, connect=0, read=0, redirect=0)
+        pm.clear()
+    return api
+
+
 def _explain(status: int, message: str) -> str:
+    if status == -1:  # reached, but the answer is not one the API would give
+        return message
     if status == 403:
         return f"forbidden by RBAC ({message}); see docs/rbac/ for the read-only role"
     if status == 401:
@@ -242,6 +314,8 @@ def _explain(status: int, message: str) -> str:
     if status == 404:
         return f"not found ({message})"
     if status == 0:
+        if message == "timed out":
+            return "API server unreachable or timed out (no answer within --request-timeout)"
         return f"API server unreachable or timed out ({message})"
     return f"HTTP {status}: {message}"
 
@@ -290,7 +364,8 @@ def select_pods(
     if pod:
         valid_pod_name(pod)
         try:
-            return [session.call(f"pod {ns}/{pod}", core.read_namespaced_pod, pod, ns)]
+            what = f"pod {ns}/{pod}"
+            return [_checked_pod(what, session.call(what, core.read_namespaced_pod, pod, ns))]
         except KubeApiError as exc:
             if exc.status == 404:
                 raise TargetError(f'pod "{pod}" not found in namespace "{ns}"') from exc
@@ -302,12 +377,27 @@ def select_pods(
         doc = session.call("pods (all namespaces)", core.list_pod_for_all_namespaces, **kw)
     else:
         doc = session.call(f"pods in {ns}", core.list_namespaced_pod, ns, **kw)
-    pods = list(doc.get("items") or [])
+    items = doc.get("items") or []
+    what_call = "pods (all namespaces)" if all_namespaces else f"pods in {ns}"
+    if not isinstance(items, list):
+        raise KubeApiError(what_call, -1, "the answer's items are not a list")
+    pods = [_checked_pod(what_call, p) for p in items]
     if not pods:
         where = "any namespace" if all_namespaces else f'namespace "{ns}"'
         what = f"matching {selector!r} " if selector else ""
         raise TargetError(f"no pods {what}in {where}")
     return sorted(pods, key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"]))
+
+
+def _checked_pod(what: str, pod: Any) -> dict[str, Any]:
+    """A pod object in the shape the targets read (metadata.name a string), else an error."""
+    meta = pod.get("metadata") if isinstance(pod, dict) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        raise KubeApiError(what, -1, "the answer is not a pod object (no metadata.name)")
+    for key in ("spec", "status"):
+        if pod.get(key) is not None and not isinstance(pod[key], dict):
+            raise KubeApiError(what, -1, f"the pod's {key} is not an object")
+    return pod
 
 
 # ---- the pod target ------------------------------------------------------------------------
@@ -449,6 +539,8 @@ class KubePodTarget(Target):
             raise TargetError(f"logs of {self.info.name}: {exc}") from exc
         try:
             yield from resp.stream(1 << 16)
+        except Exception as exc:  # a read timeout or a reset in the middle of the log
+            raise TargetError(f"logs of {self.info.name}: {_explain(0, _short(exc))}") from exc
         finally:
             resp.release_conn()
 
