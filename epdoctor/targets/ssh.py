@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import os
 import re
 import shlex
@@ -43,6 +44,10 @@ from epdoctor.model import TargetInfo
 from epdoctor.targets.base import ProbeOptions, ProbeOutput, Target, TargetError
 from epdoctor.targets.logstream import POLL_S, LogStream
 from epdoctor.targets.probe_script import node_probe_source
+
+# paramiko logs a failed handshake (a host that sends no banner, or junk) with its traceback
+# through logging's last-resort handler, i.e. onto stderr; the one-line reason is ours to give.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 PID_MARK = b"EPDOCTOR_PID="
 READ_CHUNK = 1 << 20
@@ -741,10 +746,16 @@ class SshTarget(Target):
 # closes, which is what our side does to stop, and what sshd does when the connection is lost;
 # it also names the tail's PID on stderr so a shell that does not exit can be killed by PID.
 # The path is "$1", never part of the script text.
-FOLLOW_SCRIPT = (
+# Both read only a regular file: a FIFO, a device (/dev/zero) or a folder would hang or never end.
+_REGULAR = (
     '[ -e "$1" ] || { echo "$1: No such file or directory" >&2; exit 66; }; '
+    '[ -d "$1" ] && { echo "$1: is a directory, not a regular file" >&2; exit 65; }; '
+    '[ -f "$1" ] || { echo "$1: not a regular file (a FIFO, device or socket)" >&2; exit 65; }; '
     '[ -r "$1" ] || { echo "$1: Permission denied" >&2; exit 77; }; '
-    'tail -c +1 -F -- "$1" </dev/null & t=$!; '
+)
+READ_SCRIPT = _REGULAR + 'exec cat -- "$1"'
+FOLLOW_SCRIPT = (
+    _REGULAR + 'tail -c +1 -F -- "$1" </dev/null & t=$!; '
     'echo "EPDOCTOR_PID=$t" >&2; '
     'read -r _; kill "$t" 2>/dev/null; wait "$t" 2>/dev/null; exit 0'
 )
@@ -757,7 +768,7 @@ def log_command(path: str, follow: bool) -> str:
         raise TargetError(f"{path!r}: a path cannot hold a NUL byte")
     if follow:
         return "exec " + shlex.join(["/bin/sh", "-c", FOLLOW_SCRIPT, "sh", path])
-    return f"exec cat -- {shlex.quote(path)}"
+    return "exec " + shlex.join(["/bin/sh", "-c", READ_SCRIPT, "sh", path])
 
 
 class RemoteLog:
