@@ -87,6 +87,9 @@ def register(p: argparse.ArgumentParser) -> None:
     o.add_argument(
         "-o", "--output", metavar="DIR", help="write plan.json, plan.env, scripts and manifests"
     )
+    o.add_argument(
+        "--force", action="store_true", help="with -o: replace the plan files already in DIR"
+    )
 
 
 def given(args: argparse.Namespace) -> dict[str, Any]:
@@ -130,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     written: list[str] = []
     if args.output:
         try:
-            written = plan.render(args.output)
+            written = plan.render(args.output, force=args.force)
         except OSError as exc:
             print(f"epdoctor: error: cannot write {args.output}: {exc}", file=sys.stderr)
             return exitcodes.ERROR

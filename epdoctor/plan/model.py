@@ -220,8 +220,8 @@ class Plan:
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2, sort_keys=False) + "\n"
 
-    def render(self, directory: str) -> list[str]:
+    def render(self, directory: str, force: bool = False) -> list[str]:
         """Write plan.json, the env file, scripts and (for Kubernetes) manifests."""
         from epdoctor.plan.render import render
 
-        return render(self, directory)
+        return render(self, directory, force)

@@ -139,10 +139,17 @@ def manifest_yaml(plan: Plan) -> str:
     return header + "".join(parts)
 
 
-def render(plan: Plan, directory: str | Path) -> list[str]:
-    """Write the plan's files; returns the paths written, relative to `directory`."""
+def render(plan: Plan, directory: str | Path, force: bool = False) -> list[str]:
+    """Write the plan's files; returns the paths written, relative to `directory`.
+
+    Every path is checked before the first file is written: none is a symbolic link or a
+    special file, and none exists unless ``force`` (epdoctor.safeio.check_output); each file
+    is written whole."""
+    from epdoctor.safeio import BadInput, check_output, write_file
+
     root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
+    if root.exists() and not root.is_dir():
+        raise BadInput(f"cannot write the plan to {root}: it exists and is not a directory")
     files: dict[str, str] = {"plan.json": json.dumps(plan_json(plan), indent=2) + "\n"}
     if plan.supported:
         files["plan.env"] = env_file(plan)
@@ -151,13 +158,27 @@ def render(plan: Plan, directory: str | Path) -> list[str]:
             files.update({f"kubernetes/{k}": v for k, v in kube_scripts(plan).items()})
         else:
             files.update(bare_scripts(plan))
+    for rel in files:
+        for d in list(Path(rel).parents)[:-1]:
+            if (root / d).is_symlink():
+                raise BadInput(f"{root / d} is a symbolic link; not writing through it")
+        if (root / rel).parent.is_dir():
+            check_output(str(root / rel), force)
+        elif (root / rel).parent.exists():
+            raise BadInput(f"cannot write {root / rel}: {(root / rel).parent} is not a directory")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"cannot write {root}: {exc.strerror or exc}") from None
     written = []
     for rel, text in files.items():
         path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        if rel.endswith(".sh"):
-            path.chmod(0o755)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BadInput(f"cannot write {path.parent}: {exc.strerror or exc}") from None
+        mode = 0o755 if rel.endswith(".sh") else 0o644
+        write_file(str(path), text.encode("utf-8"), force=force, mode=mode)
         written.append(rel)
     return written
 
