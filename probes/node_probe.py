@@ -210,8 +210,9 @@ _NAME_WORDS = re.compile(
 # epdoctor knows.
 _NAME_PARTS = frozenset(("key", "pass", "pwd", "auth", "creds", "cred", "pat"))
 # The shell's working directories; a bare `key` names a label, toleration or secretKeyRef
-# entry in Kubernetes objects (node affinity checks read it), not a secret.
-_NOT_SECRET = frozenset(("PWD", "OLDPWD", "KEY", "KEYS"))
+# entry in Kubernetes objects (node affinity checks read it), not a secret; `rank_key` is the
+# log report's own field (a rank's host:pid).
+_NOT_SECRET = frozenset(("PWD", "OLDPWD", "KEY", "KEYS", "RANK_KEY"))
 
 
 def is_secret_name(name):
