@@ -38,6 +38,8 @@ from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Input, Select
 
+from epdoctor.safeio import plain
+
 if TYPE_CHECKING:
     from epdoctor.launch.session import Launch, Session
 
@@ -352,17 +354,17 @@ class LaunchScreen(Screen[None]):
             return
         for name, (state, summary, code) in self.gates.items():
             table.add_row(
-                name,
+                Text(plain(name)),
                 Text(state, STATE_STYLE.get(state, "")),
-                summary,
+                Text(plain(summary)),
                 code or "",
                 key=f"g:{name}:{code or ''}",
             )
         for i, (source, f) in enumerate(self.findings):
             table.add_row(
-                f"log {source}",
+                Text(plain(f"log {source}")),
                 Text(f.status.value, STATE_STYLE.get(f.status.value, "")),
-                f.title,
+                Text(plain(f.title)),
                 f.code,
                 key=f"f:{i}:{f.code}",
             )

@@ -33,6 +33,7 @@ from textual.widgets import DataTable, Header, Input, Static, Tree
 from epdoctor.knowledge.tour import fact_text
 from epdoctor.model import Finding, Status
 from epdoctor.reports.common import headline, layer_name, sort_findings
+from epdoctor.safeio import markup, plain
 
 CELL_WIDTH = 24  # a fact cell's width; the explanation has the whole value
 STATE_LABEL = {"waiting": "waiting", "start": "probing…", "done": "done", "error": "ERROR"}
@@ -183,7 +184,8 @@ class TargetsScreen(Screen[None]):
         table = self.query_one("#target-table", DataTable)
         table.clear()
         for i, name in enumerate(msg.names):
-            table.add_row(name, STATE_LABEL["waiting"], *["-"] * len(KEY_FACTS), key=f"{i}")
+            cells = ["-"] * len(KEY_FACTS)
+            table.add_row(markup(name), STATE_LABEL["waiting"], *cells, key=f"{i}")
         self._rows = {name: f"{i}" for i, name in enumerate(msg.names)}
         self.query_one("#target-summary", Static).update(f"probing {len(msg.names)} target(s)…")
 
@@ -218,11 +220,12 @@ class TargetsScreen(Screen[None]):
             shown: list[Any] = []
             for c, v in enumerate(cells):
                 v = v if len(v) <= CELL_WIDTH else v[: CELL_WIDTH - 1] + "…"
+                # a str cell is read as markup: what a target says goes in escaped
                 if c in marks[i]:
-                    shown.append(Text(f"≠{v}", style="bold reverse"))
+                    shown.append(Text(f"≠{plain(v)}", style="bold reverse"))
                 else:
-                    shown.append(v)
-            table.add_row(r.target.name, state, *shown, key=f"{i}")
+                    shown.append(markup(v))
+            table.add_row(markup(r.target.name), state, *shown, key=f"{i}")
         self._rows = {r.target.name: f"{i}" for i, r in enumerate(results)}
         drifted = sum(1 for m in marks if m)
         fails = sum(1 for r in results for f in r.findings if f.status is Status.FAIL)
@@ -242,7 +245,8 @@ class TargetsScreen(Screen[None]):
         tree.clear()
         for r in results:
             if r.error:
-                node = tree.root.add(Text(f"ERROR {r.target.name}: {r.error}", style="bold red"))
+                why = plain(f"ERROR {r.target.name}: {r.error}")
+                node = tree.root.add(Text(why, style="bold red"))
                 node.allow_expand = False
         findings = [f for r in results for f in r.findings] + list(fleet)
         for status in SEVERITY_ORDER:
@@ -259,13 +263,13 @@ class TargetsScreen(Screen[None]):
                     Text.assemble(
                         (f"{f.code} ", "bold"),
                         (f"[{layer_name(f.code)}] ", "dim"),
-                        f.title,
-                        (where, "dim"),
+                        plain(f.title),
+                        (plain(where), "dim"),
                     ),
                     data=f,
                 )
                 for e in f.evidence[:8]:
-                    item.add_leaf(Text(e, style="dim"), data=f)
+                    item.add_leaf(Text(plain(e), style="dim"), data=f)
 
     def on_tree_node_selected(self, event: Tree.NodeSelected) -> None:
         f = event.node.data

@@ -18,6 +18,7 @@ from typing import Any
 
 from epdoctor.model import Finding, Status, TargetResult
 from epdoctor.reports.common import counts, sort_findings, verdict
+from epdoctor.safeio import plain  # node names, values and errors come from the targets
 
 # (column title, how to read it from a node's summary facts)
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -136,21 +137,21 @@ def render_text(
             style=STYLE.get(v, "bold red"),
         )
         if r["error"]:  # the reason goes under the table: a table cell would wrap it to shreds
-            t.add_row(r["node"], vtext, *["-"] * len(COLUMNS), _secs(r))
+            t.add_row(Text(plain(r["node"])), vtext, *["-"] * len(COLUMNS), _secs(r))
             continue
         cells = []
         for title, _ in COLUMNS:
             val = r[title]
             odd = title in common and val != common[title]
             cells.append(
-                Text(val, style="bold yellow" if odd else ("magenta" if val == "?" else ""))
+                Text(plain(val), style="bold yellow" if odd else ("magenta" if val == "?" else ""))
             )
-        t.add_row(r["node"], vtext, *cells, _secs(r))
+        t.add_row(Text(plain(r["node"])), vtext, *cells, _secs(r))
     console.print(t)
     for r in rows:
         if r["error"]:
-            line = Text(f"{r['node']}: ", style="bold")
-            line.append(r["error"], style="red")
+            line = Text(f"{plain(r['node'])}: ", style="bold")
+            line.append(plain(r["error"]), style="red")
             console.print(line)
     shown, passed = _split(fleet, verbose)
     lines: list[Text] = []
@@ -158,12 +159,13 @@ def render_text(
         head = Text()
         head.append(f"{f.status.value.upper():<8}", style=STYLE.get(f.status.value, ""))
         head.append(f"{f.code} ", style="bold")
-        head.append(f.title)
+        head.append(plain(f.title))
         lines.append(head)
         if f.code != "F600":  # its evidence is the error lines printed above
-            lines += [Text(f"          {e}", style="dim") for e in f.evidence[:8]]
+            lines += [Text(f"          {plain(e)}", style="dim") for e in f.evidence[:8]]
         if f.fix and f.status in (Status.FAIL, Status.WARN):
-            lines.append(Text(f"          fix: {f.fix.split(' Change: ')[0]}", style="cyan"))
+            fix = plain(f.fix.split(" Change: ")[0])
+            lines.append(Text(f"          fix: {fix}", style="cyan"))
     if passed and not verbose:
         lines.append(Text(_passed_line(passed), style="green"))
     if lines:

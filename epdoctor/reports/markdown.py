@@ -7,6 +7,7 @@ from epdoctor.model import Finding, Status, TargetResult
 from epdoctor.redact import redact_text
 from epdoctor.reports.common import SHOWN_BY_DEFAULT, headline, sort_findings
 from epdoctor.reports.facts_table import fact_rows
+from epdoctor.safeio import plain
 
 ICON = {"fail": "❌", "warn": "⚠️", "unknown": "❔", "pass": "✅", "skip": "➖"}
 
@@ -66,4 +67,4 @@ def render(
         out += fleet_report.render_markdown(results, fleet or [], verbose)
     # The results were redacted where they entered (epdoctor.diagnose); this one pass over
     # the finished document is the writer's safety net, not the boundary.
-    return redact_text("\n".join(out))
+    return plain(redact_text("\n".join(out)))  # a pasted report carries no escape codes

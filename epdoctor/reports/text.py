@@ -10,6 +10,7 @@ from rich.text import Text
 from epdoctor.model import Finding, Status, TargetResult
 from epdoctor.reports.common import SHOWN_BY_DEFAULT, counts, headline, layer_name, sort_findings
 from epdoctor.reports.facts_table import fact_rows
+from epdoctor.safeio import plain  # what a target or a bundle says: no escape codes, no markup
 
 STYLE = {"fail": "bold red", "warn": "yellow", "unknown": "magenta", "pass": "green", "skip": "dim"}
 LABEL = {"fail": "FAIL", "warn": "WARN", "unknown": "UNKNOWN", "pass": "PASS", "skip": "SKIP"}
@@ -20,7 +21,7 @@ def _facts(r: TargetResult) -> Table:
     t.add_column(style="bold", no_wrap=True)
     t.add_column(overflow="fold")
     for k, v in fact_rows(r.facts):
-        t.add_row(k, v)
+        t.add_row(Text(plain(k)), Text(plain(v)))  # Text: a "[/]" in a value is not markup
     return t
 
 
@@ -29,19 +30,21 @@ def _finding(f: Finding, show_evidence: bool) -> list[Text]:
     head.append(f"{LABEL[f.status.value]:<8}", style=STYLE[f.status.value])
     head.append(f"{f.code} ", style="bold")
     head.append(f"[{layer_name(f.code)}] ", style="dim")
-    head.append(f.title)
+    head.append(plain(f.title))
     out = [head]
     if show_evidence:
-        out += [Text(f"          {e}", style="dim") for e in f.evidence[:6]]
+        out += [Text(f"          {plain(e)}", style="dim") for e in f.evidence[:6]]
         if f.fix and f.status in (Status.FAIL, Status.WARN):
-            out.append(Text(f"          fix: {f.fix.split(' Change: ')[0]}", style="cyan"))
+            fix = plain(f.fix.split(" Change: ")[0])
+            out.append(Text(f"          fix: {fix}", style="cyan"))
     return out
 
 
 def render_target(console: Console, r: TargetResult, verbose: bool = False) -> None:
-    title = f"{r.target.name} ({r.target.kind})"
+    title = Text(plain(f"{r.target.name} ({r.target.kind})"))  # a str title would be markup
     if r.error and not r.findings:
-        console.print(Panel(Text(f"could not diagnose: {r.error}", style="bold red"), title=title))
+        why = Text(f"could not diagnose: {plain(r.error)}", style="bold red")
+        console.print(Panel(why, title=title))
         return
     shown = [f for f in sort_findings(r.findings) if verbose or f.status in SHOWN_BY_DEFAULT]
     lines: list[Text] = []
