@@ -181,7 +181,9 @@ def network_findings(
     # fewer NICs than the instance has
     if exp.nics:
         short = [
-            r for r in ranks if r.provider and r.provider[0] == "efa" and r.provider[2] < exp.nics
+            r
+            for r in ranks
+            if r.provider and r.provider[0] == "efa" and 0 <= r.provider[2] < exp.nics
         ]
         if short:
             counts = sorted({r.provider[2] for r in short if r.provider})
@@ -244,7 +246,8 @@ def network_findings(
             ),
         )
     elif efa and not off:
-        nics = sorted({r.provider[2] for r in efa if r.provider})
+        nics = sorted({r.provider[2] for r in efa if r.provider and r.provider[2] >= 0})
+        fabrics = sorted({r.provider[1] or "efa" for r in efa if r.provider})
         note = "" if exp.nics else " (instance EFA count not given: NIC count not checked)"
         partial = f"; {len(unseen)} ranks logged no provider line" if unseen else ""
         status = Status.UNKNOWN if unseen else Status.PASS
@@ -253,7 +256,8 @@ def network_findings(
             _f(
                 "T701",
                 status,
-                f"efa-direct on {len(efa)} ranks, {'/'.join(map(str, nics))} NICs{note}{partial}",
+                f"{'/'.join(fabrics)} on {len(efa)} ranks, "
+                f"{'/'.join(map(str, nics)) or 'unknown'} NICs{note}{partial}",
                 [e for r in efa[:3] for e in _ev(r, "provider")],
             ),
         )

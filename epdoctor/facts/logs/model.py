@@ -84,6 +84,7 @@ class RankFacts:
     net_failures: list[str] = field(default_factory=list)  # why a NET plugin is not in use
     networks: list[str] = field(default_factory=list)
     socket_ifs: list[str] = field(default_factory=list)  # "NET/Socket : Using [0]eth0:10.0.0.1<0>"
+    bootstrap_ifs: list[str] = field(default_factory=list)  # "Bootstrap : Using [0]eth0:..."
     # P2P, SHM, NET/Libfabric, NET/Socket ... from the channel lines; None: not read
     transports: set[str] | None = None
     ofi_init_failed: bool = False
@@ -161,6 +162,7 @@ class RankFacts:
             "net_plugin_failed": list(self.net_plugin_failed),
             "net_failures": list(self.net_failures),
             "net_socket": list(self.socket_ifs),
+            "bootstrap": list(self.bootstrap_ifs),
             "transports": sorted(self.transports) if self.transports is not None else None,
             "gin_type": self.gin_type,
             "gin_plugin": self.gin_plugin,
@@ -300,7 +302,8 @@ class LogFacts:
             r.env[m["k"]] = m["v"].strip()
             r.evidence[f"env:{m['k']}"] = ev
         elif m := sig.OFI_PROVIDER.search(msg):
-            r.providers.append((m["prov"].strip(), m["fab"] or "", int(m["n"])))
+            # -1: an aws-ofi-nccl too old to print the NIC count
+            r.providers.append((m["prov"].strip(), m["fab"] or "", int(m["n"]) if m["n"] else -1))
             r.evidence["provider"] = ev
         elif m := sig.USING_NETWORK.match(msg):
             r.networks.append(m["net"])
@@ -334,6 +337,9 @@ class LogFacts:
         elif m := sig.SOCKET_USING.match(msg):
             r.socket_ifs.append(m["ifs"])
             r.evidence["net_socket"] = ev
+        elif m := sig.BOOTSTRAP_USING.match(msg):
+            r.bootstrap_ifs.append(m["ifs"])
+            r.evidence["bootstrap"] = ev
         # every failure wording holds "ailed": the regexes run only on those few lines
         if (
             "ailed" in msg

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")
+# colour codes that lost their ESC on the way (a copy from a web page): "[0m ", "[32m"
+_ANSI_REMNANT = re.compile(r"(?:\[\d{1,3}(?:;\d{1,3})*m)+ ?")
 # kubectl --timestamps (RFC3339), NCCL WARN's "[2026-01-02 10:24:27] ", "2026-01-02 10:24:27,123 "
 _TIMESTAMP = re.compile(
     r"(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?: UTC)?\]?)"
@@ -27,6 +29,8 @@ _SYSLOG = re.compile(
 _JOIN = re.compile(r"(?:\|\s?|>\s?|\$ )")
 _KUBECTL = re.compile(r"\[pod/(?P<pod>[\w.-]+)/(?P<ctr>[\w.-]+)\] ")
 _TORCHRUN = re.compile(r"\[(?P<kind>rank|default)(?P<n>\d+)\]:\s?")
+# torchx / other launchers: "[trainer3]:", "[trainer0|0]:", "[worker-1]:"
+_ROLE = re.compile(r"\[(?P<role>[A-Za-z][\w-]{0,40}?)(?:\|(?P<n>\d+))?\]:\s?")
 _SRUN = re.compile(r"(?P<n>\d{1,5}): ")
 _MPIRUN = re.compile(r"\[(?P<job>\d+),(?P<n>\d+)\]<(?:stdout|stderr)>:\s?")
 # vLLM: "(Worker_DP3_EP3 pid=123) ", "(EngineCore_DP0 pid=1) ", "[Worker pid=3737] "
@@ -47,7 +51,7 @@ _NCCL_LEVEL = re.compile(r"NCCL (?P<level>INFO|WARN|ERROR|TRACE) ?")
 # or only "NCCL WARN ..." (a GitHub comment, a grep -h). The NCCL message is still NCCL's.
 _NCCL_PARTIAL = re.compile(
     r"(?:(?P<host>[A-Za-z0-9][\w.-]*)(?::(?P<pid>\d+))?(?::\d+)?(?: \[(?P<dev>\d+)\])? )?"
-    r"(?:[\w./-]+\.cc?:\d+ )?NCCL (?P<level>INFO|WARN) "
+    r"(?:(?P<loc>[\w./-]+\.(?:cc|cpp|h|c):\d+) )?NCCL (?P<level>INFO|WARN) "
 )
 
 MAX_PREFIXES = 6
@@ -66,6 +70,7 @@ class Parsed:
     msg: str = ""  # after "NCCL INFO " / "NCCL WARN ", else the text
     label_pid: int | None = None  # vLLM "(Worker... pid=N)": the same pid NCCL prints
     nccl: bool = False  # an NCCL debug line, with or without its host:pid:tid prefix
+    loc: str = ""  # the source location NCCL WARN lines carry ("transport/nvls.cc:165")
 
     @property
     def nccl_key(self) -> str | None:
@@ -74,10 +79,15 @@ class Parsed:
         return f"{self.host}:{self.pid}" if self.pid is not None else self.host
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def clean(raw: str) -> str:
+    """The line as a terminal would not mis-draw it: no escape sequences or control bytes."""
     if "\x1b" in raw:
         raw = _ANSI.sub("", raw)
-    return raw.rstrip("\r\n").replace("\r", "")
+    raw = raw.rstrip("\r\n").replace("\r", "")
+    return _CONTROL.sub("", raw) if _CONTROL.search(raw) else raw
 
 
 def parse_line(raw: str) -> Parsed:
@@ -106,6 +116,13 @@ def parse_line(raw: str) -> Parsed:
             labels.append(f"{m['kind']}{m['n']}")
             pos = m.end()
             continue
+        if m := _ANSI_REMNANT.match(text, pos):
+            pos = m.end()
+            continue
+        if m := _ROLE.match(text, pos):
+            labels.append(m["role"] + (f"|{m['n']}" if m["n"] else ""))
+            pos = m.end()
+            continue
         if m := _MPIRUN.match(text, pos):
             labels.append(f"mpi {m['job']},{m['n']}")
             pos = m.end()
@@ -132,6 +149,7 @@ def parse_line(raw: str) -> Parsed:
     lv = _NCCL_LEVEL.search(body, m.end(), m.end() + 400)
     level = lv["level"] if lv else None
     msg = body[lv.end() :] if lv else body[m.end() :]
+    loc = body[m.end() : lv.start()].strip() if lv else ""
     return Parsed(
         body,
         tuple(labels),
@@ -142,6 +160,7 @@ def parse_line(raw: str) -> Parsed:
         msg=msg.strip(),
         label_pid=label_pid,
         nccl=lv is not None,
+        loc=loc if len(loc) < 120 else "",
     )
 
 
@@ -166,4 +185,5 @@ def _partial(body: str, labels: tuple[str, ...], label_pid: int | None) -> Parse
         msg=body[m.end() :].strip(),
         label_pid=label_pid,
         nccl=True,
+        loc=m["loc"] or "",
     )

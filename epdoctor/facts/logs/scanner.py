@@ -15,10 +15,9 @@ stays bounded whatever the input.
 
 from __future__ import annotations
 
-import gzip
-import io
 import os
 import sys
+import zlib
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
@@ -260,6 +259,44 @@ def iter_stream(f: BinaryIO, chunk: int = CHUNK) -> Iterator[Candidate]:
     yield from feeder.close()
 
 
+def _gunzip(raw: BinaryIO, chunk: int = CHUNK) -> Iterator[bytes]:
+    """The members of a gzip stream, decompressed a bounded piece at a time.
+
+    zlib checks each member's trailer (CRC and length): a file cut anywhere, even after the
+    last deflate block, raises EOFError instead of passing for a whole log (gzip.GzipFile
+    ends quietly when only the trailer is missing).
+    """
+    d = zlib.decompressobj(wbits=31)
+    started = False
+    while True:
+        data = raw.read(chunk)
+        if not data:
+            break
+        while data:
+            if d.eof:  # another member follows, or zero padding
+                if not data.strip(b"\0"):
+                    break
+                d = zlib.decompressobj(wbits=31)
+            started = True
+            out = d.decompress(data, chunk)
+            if out:
+                yield out
+            while d.unconsumed_tail and not d.eof:
+                out = d.decompress(d.unconsumed_tail, chunk)
+                if out:
+                    yield out
+            data = d.unused_data if d.eof else b""
+    if started and not d.eof:
+        raise EOFError("compressed file ended before the end-of-stream marker (truncated .gz)")
+
+
+def _iter_gzip(raw: BinaryIO) -> Iterator[Candidate]:
+    feeder = Feeder()
+    for data in _gunzip(raw):
+        yield from feeder.feed(data)
+    yield from feeder.close()
+
+
 def scan_range(
     path: str, start: int, stop: int, chunk: int = CHUNK
 ) -> tuple[int, list[Candidate], int]:
@@ -323,8 +360,8 @@ def iter_path(
         yield from _counted(iter_stream(sys.stdin.buffer), stats, None)
         return
     if path.endswith(".gz"):
-        with gzip.open(path, "rb") as g:
-            yield from _counted(iter_stream(io.BufferedReader(g)), stats, None)
+        with open(path, "rb") as raw:
+            yield from _counted(_iter_gzip(raw), stats, None)
         return
     size = os.path.getsize(path)
     if not (parallel and size >= PARALLEL_MIN and _can_fork()):

@@ -18,6 +18,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"NCCL INFO G",  # GIN is disabled., GIN not supported., GIN/Plugin: ...
     b" plugin ",  # Initialized/Assigned/Failed ... NET|GIN plugin, Loaded gin plugin
     b"Using network ",
+    b"Bootstrap : Using",  # the interface NCCL's bootstrap picked (T802)
     b"[DeepEP]",  # DeepEP's banners (its errors are exceptions: "rror"; vLLM's manager line below)
     b"all2all manager",
     b"GDAKI-CQE",
@@ -90,8 +91,10 @@ NET_ASSIGNED = re.compile(r"^Assigned NET plugin (?P<name>.+?) to comm")
 # aws-ofi-nccl src/nccl_ofi_net.cpp / platform-aws.cpp (NCCL adds the "NET/OFI " prefix)
 # "Selected provider is %s, fabric is %s (found %d nics)"; aws-ofi-nccl 1.x wrote
 # "Selected Provider is %s (found %d nics)" (no fabric)
+# "Selected Provider is %s" (no NIC count) before that
 OFI_PROVIDER = re.compile(
-    r"Selected [Pp]rovider is (?P<prov>[^,(]+?)(?:, fabric is (?P<fab>\S+))? \(found (?P<n>\d+) nics?\)"
+    r"Selected [Pp]rovider is (?P<prov>[^,(\s]+)(?:, fabric is (?P<fab>[^\s(]+))?"
+    r"(?: \(found (?P<n>\d+) nics?\))?"
 )
 OFI_VERSION = re.compile(r"^NET/OFI Initializing aws-ofi-nccl (?P<v>\S+)")
 LIBFABRIC_VERSION = re.compile(r"^NET/OFI Using Libfabric version (?P<v>\S+)")
@@ -109,6 +112,10 @@ GDRCOPY_MSG = re.compile(r"GDRCopy|gdrapi|gdr handle|libgdrapi", re.IGNORECASE)
 NET_NAMES_OFI = ("Libfabric", "AWS Libfabric", "OFI")
 # NCCL src/transport/net_socket.cc: "NET/Socket : Using%s" then one " [%d]%s:%s" per interface
 SOCKET_USING = re.compile(r"^NET/Socket : Using (?P<ifs>.+?)\s*$")
+# bootstrap.cc "Bootstrap : Using %s" (one interface, or "[0]eth0:... [1]..." in newer releases)
+BOOTSTRAP_USING = re.compile(r"^Bootstrap ?: ?Using (?P<ifs>.+?)\s*$")
+# one interface of those lines: "[0]eth0:10.0.0.1<0>", "eth0:172.31.94.17<0>", "veth1:fe80::1%veth1<0>"
+SOCKET_IF = re.compile(r"(?:\[\d+\])?(?P<name>[\w.@-]+):(?P<addr>[0-9A-Fa-f.:%\w-]+?)<\d+>")
 # NCCL src/transport/*.cc, one line per channel, peer and direction (rank[nvmlDev]):
 #   p2p.cc "Channel %02d/%01d : %d[%d] -> %d[%d] via P2P/%s%s%s" (CUMEM|MNNVL, /read, /CE),
 #          also "via P2P/IPC%s%s" and "via P2P/direct pointer%s"

@@ -105,9 +105,8 @@ RULES: tuple[Rule, ...] = (
         CAUSE,
         "host",
         "Locked-memory limit too low to register or pin memory",
-        r"(?i)RLIMIT_MEMLOCK|memlock|ulimit -l|"
-        r"(?:reg_mr|mr_reg|register|registration|pin(?:ning)?\b|ibv_reg)[^\n]{0,160}"
-        r"Cannot allocate memory|Cannot allocate memory[^\n]{0,80}(?:reg_mr|mr_reg|register)",
+        r"(?i)RLIMIT_MEMLOCK|\bmemlock\b|ulimit -l|locked memory|max locked|mlock\w*\(?\)?"
+        r"[^\n]{0,40}(?:fail|error|Cannot)",
     ),
     _rule(
         "H803",
@@ -133,7 +132,7 @@ RULES: tuple[Rule, ...] = (
         "Fabric Manager / NVLink SHARP (NVLS) not usable",
         r"(?i)system not yet initialized|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_NOT_READY|"
         r"fabric ?manager|nvidia-fabricmanager|cuMulticast\w*[^\n]{0,80}(?:fail|error)|"
-        r"NVLS[^\n]{0,80}(?:fail|error)|(?:fail|error)[^\n]{0,80}\bNVLS\b",
+        r"\bnvls\w*(?:\.cc:\d+)?[^\n]{0,80}(?:fail|error)|(?:fail|error)[^\n]{0,80}\bNVLS\b",
     ),
     # ---- libfabric / aws-ofi-nccl
     _rule(
@@ -150,7 +149,8 @@ RULES: tuple[Rule, ...] = (
         CAUSE,
         "ofi",
         "No EFA libfabric provider for this process (EFA devices not visible)",
-        r"Couldn'?t find any optimal provider|No eligible providers|"
+        r"(?:Could not|Couldn'?t|Unable to|Failed to) find (?:any|a) (?:\w+ )?(?:usable )?provider|"
+        r"No eligible providers|"
         r"fi_getinfo(?:\(\))?(?: call)? failed|fi_getinfo[^\n]{0,60}(?:-61|No data available)|"
         r"No EFA devices? (?:found|available)|efa_device_list_initialize|"
         r"Unable to find a (?:libfabric )?provider|No (?:usable|matching) (?:libfabric )?providers?|"
@@ -162,7 +162,7 @@ RULES: tuple[Rule, ...] = (
         CAUSE,
         "ofi",
         "Memory registration failed",
-        r"(?i)fi_mr_reg(?:attr)?\b[^\n]{0,80}(?:fail|error)|unable to register memory|"
+        r"(?i)fi_mr_reg(?:attr)?\b[^\n]{0,80}(?:fail|error)|unable to register (?:memory|mr)|"
         r"(?:failed to|couldn'?t|could not) register (?:the )?(?:memory|mr|buffer)|"
         r"ibv_reg_(?:dmabuf_)?mr[^\n]{0,40}(?:fail|error)|register_mr[^\n]{0,40}(?:fail|error)|"
         r"mr_reg[^\n]{0,40}failed|dmabuf[^\n]{0,80}(?:fail|error|not supported)",
@@ -228,7 +228,8 @@ RULES: tuple[Rule, ...] = (
         "No usable network interface for NCCL's sockets (NCCL_SOCKET_IFNAME)",
         r"(?i)no socket interface found|no usable listening interface|no interface found|"
         r"Bootstrap ?: ?no socket interface|NCCL_SOCKET_IFNAME[^\n]{0,80}(?:no |not |match)|"
-        r"bootstrap[^\n]{0,40}no (?:usable )?interface",
+        r"bootstrap[^\n]{0,40}no (?:usable )?interface|is neither AF_INET|"
+        r"(?:unknown|invalid|bad|unsupported) (?:address )?family|socket family",
     ),
     _rule(
         "T803",
@@ -400,7 +401,7 @@ _OFI = re.compile(r"NET/OFI|aws-ofi-nccl|ofi-nccl|OFI ")
 
 def classify(p: Parsed) -> Verdict | None:
     """The verdict on one line, or None when it is not trouble (most lines)."""
-    hay = p.msg if p.nccl else p.text
+    hay = (f"{p.loc} {p.msg}" if p.loc else p.msg) if p.nccl else p.text
     if not hay:
         return None
     stripped = hay.strip()
