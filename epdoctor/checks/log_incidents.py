@@ -36,6 +36,8 @@ SYMPTOM_EVENTS = frozenset(
 FACT_CODES = frozenset({"N101", "N105", "N201", "N202", "T701", "T702", "T201"})
 GENERIC_CODES = frozenset({"N203", "N306", "T809", "E808", "E809", "D809"})
 SYMPTOM_CODES = frozenset({"N202", "N204", "E203", "E204", "E804", "E807", "T201"})
+SUMMARY_CODES = frozenset({"E204"})
+WAIT_CODES = frozenset({"E806"})
 # causes that explain why a rank fell back from EFA to another network
 NET_CAUSES = frozenset(
     {
@@ -45,6 +47,16 @@ NET_CAUSES = frozenset(
 )  # fmt: skip
 
 _NCCL_HEAD = re.compile(r"^.*?\bNCCL (?:INFO|WARN) (?:[\w./-]+\.cc?:\d+ )?")
+# what an errno says about a cause, named in the finding's title
+HINTS: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    (
+        "N305",
+        re.compile(r"Cannot allocate memory|ENOMEM|\bRC: -?12\b"),
+        "ENOMEM: most often the locked-memory limit, H801: check `ulimit -l` in the container",
+    ),
+)
+_ABORT = re.compile(r"SIGABRT|Signal 6\b|exitcode\s*:?\s*-6\b|Aborted|terminate called")
+_NCCL_INFO = re.compile(r"\bNCCL INFO\b")
 _WARN_HEAD = re.compile(r"^[\w./-]+\.(?:cc|cpp):\d+ NCCL WARN ")
 _NUM = re.compile(r"0x[0-9a-fA-F]+|\d+")
 
@@ -112,10 +124,41 @@ def build(facts: LogFacts, event_codes: dict[str, tuple[str, Status]]) -> Triage
     out = Triage()
     for rank, runs in groups.items():
         for lines in runs:
-            inc = _incident(rank, lines, event_codes)
-            if inc is not None:
-                out.incidents.append(inc)
+            out.incidents.extend(_incidents(rank, lines, event_codes))
     out.incidents.sort(key=lambda i: (i.cause.source, i.cause.line_no))
+    return out
+
+
+def _incidents(
+    rank: str, lines: list[Trouble], event_codes: dict[str, tuple[str, Status]]
+) -> list[Incident]:
+    """The incident of a run of lines, and one more for each other cause it holds.
+
+    A run's lines are one chain (cause, then symptoms) as far as they follow from one cause;
+    a second line naming a cause of another kind (a topology file that cannot be opened next to
+    a missing plugin) is a problem of its own and must not vanish into the first one's evidence.
+    """
+    main = _incident(rank, lines, event_codes)
+    if main is None:
+        return []
+    out = [main]
+    seen = {main.code}
+    # a fact check judges the main cause (FACT_CODES) and may find it harmless (a missing
+    # default plugin where EFA is not the goal): lines it does not explain stand on their own
+    lends = main.code in FACT_CODES
+    main_is_cause = _is_cause(main.cause, event_codes)
+    for t in lines:
+        code = line_code(t, event_codes)
+        if code in seen or code is None or t.line_no < main.cause.line_no:
+            continue
+        if code in GENERIC_CODES:
+            if not lends or not t.verdict.is_trouble:
+                continue
+        elif not (_is_cause(t, event_codes) or not main_is_cause):
+            continue  # a symptom of the main cause; in a run of symptoms only, each kind counts
+        seen.add(code)
+        status = Status.FAIL if _fails([t], code, event_codes) else Status.WARN
+        out.append(Incident(rank, [t], t, code, status, True))
     return out
 
 
@@ -135,6 +178,10 @@ def _incident(
 
 
 def _fails(lines: list[Trouble], code: str, event_codes: dict[str, tuple[str, Status]]) -> bool:
+    if code not in NET_CAUSES and lines and all(_NCCL_INFO.search(t.text) for t in lines):
+        # NCCL said it at INFO level and went on: worth a warning, not a failure (NCCL reports
+        # every plugin load failure at INFO, so those are judged by their code)
+        return False
     if any(t.verdict.level == triage.ERROR for t in lines):
         return True
     if any(k in event_codes and event_codes[k][1] is Status.FAIL for t in lines for k in t.events):
@@ -161,10 +208,17 @@ def findings(
     evidence (``Triage.extra_evidence``).
     """
     merged: dict[tuple[str, str], list[Incident]] = {}
+    timed_out = any(i.code in WAIT_CODES for i in tri.incidents)
     for inc in tri.incidents:
         if inc.code in owned or inc.cause.events:  # the event table reports that line
             continue
         what = "" if inc.code in GENERIC_CODES else _norm(message(inc.cause))
+        if timed_out and inc.code == "E807" and _ABORT.search(inc.cause.text):
+            # ProcessGroupNCCL aborts the process itself after a collective timed out ("we
+            # are taking the entire process down"): the timeout is the finding, this its end
+            what = f"summary:{what}"
+        elif inc.cause.verdict.role == triage.SYMPTOM:
+            what = f"symptom:{what}"  # ordered with the symptoms (``tier``)
         merged.setdefault((inc.code, what), []).append(inc)
     out: list[tuple[str, Finding]] = []
     for (code, what), incs in merged.items():
@@ -193,6 +247,9 @@ def _title(
 ) -> str:
     what = what or knowledge.get(code).title
     quote = message(first.cause)
+    for hint_code, rx, hint in HINTS:
+        if code == hint_code and rx.search(quote):
+            what += f" ({hint})"
     if len(quote) > QUOTE:
         quote = quote[: QUOTE - 3] + "..."
     title = f"{what}: `{quote}`"
@@ -208,10 +265,20 @@ def _title(
 
 
 def tier(code: str, key: str) -> int:
-    """0 root causes, 1 network / plugin verdicts, 2 symptoms, 3 unrecognised lines."""
+    """0 root causes, 1 network / plugin verdicts, 2 symptoms, 3 waits, 4 unrecognised lines,
+    5 summaries.
+
+    A wait (a collective watchdog timeout) follows from a peer that died or hung: a crash
+    anywhere says more. A summary (torchrun's "child failed") never says why: even an
+    unrecognised error line of the rank says more.
+    """
+    if code in SUMMARY_CODES or ":triage:summary:" in key:
+        return 5
     if code in GENERIC_CODES:
-        return 3
-    if code in SYMPTOM_CODES:
+        return 4
+    if code in WAIT_CODES or (code == "T803" and ":triage:symptom:" in key):
+        return 3  # a timeout, or a peer that went away: a death elsewhere explains them
+    if code in SYMPTOM_CODES or ":triage:symptom:" in key:
         return 2
     if code in FACT_CODES or code.startswith(("T7", "F2")):
         return 1

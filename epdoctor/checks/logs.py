@@ -11,7 +11,9 @@ A log that shows nothing conclusive is UNKNOWN, never PASS.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator
+import re
+import signal
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,18 +162,25 @@ def network_findings(
     for (kind, what), rs in sorted(groups.items()):
         ev = [e for r in rs for e in _ev(r, "provider", "network", "ofi_init_failed")]
         n = f"{len(rs)} rank{'s' if len(rs) != 1 else ''}"
+        cause = tri.net_cause([r.key for r in rs]) if tri is not None and kind != "fabric" else None
+        if cause is not None and cause.code == "N101" and not exp.efa:
+            cause = None  # no plugin was asked for (NCCL_NET_PLUGIN unset) and EFA is not the goal
         if kind == "provider":
-            status = Status.FAIL  # a tcp / tcp;ofi_rxm provider is never EFA
+            # a tcp / tcp;ofi_rxm provider is never EFA; only --no-expect-efa softens it
+            status = Status.FAIL if exp.efa else Status.WARN
             title = f"aws-ofi-nccl selected provider {what}, not EFA, on {n}: {_ranks_str(rs)}"
         elif kind == "fabric":
             status = Status.FAIL if (exp.strong or exp.gin) else Status.WARN
             title = f"Provider efa but fabric {what}, not efa-direct, on {n}: {_ranks_str(rs)}"
         else:
-            status = Status.FAIL if exp.efa else Status.WARN
             title = f"NCCL used the {what} network, not EFA, on {n}: {_ranks_str(rs)}"
-            if not exp.efa:
-                title += " (--no-expect-efa: not judged a failure)"
-        cause = tri.net_cause([r.key for r in rs]) if tri is not None and kind != "fabric" else None
+            if exp.efa:
+                status = Status.FAIL
+            elif cause is None:  # the operator said EFA is not the goal, and nothing failed
+                status = Status.PASS
+                title = f"NCCL used the {what} network on {n}: {_ranks_str(rs)} (--no-expect-efa)"
+            else:  # not the goal, but something meant to load did not
+                status = Status.WARN
         if cause is not None:
             title += f"; it fell back after {cause.code}: {cause.cause.verdict.what or cause.code}"
             ev = [cause.cause.evidence(), *ev]
@@ -275,7 +284,56 @@ def _fallback_reason(rs: list[RankFacts]) -> str:
     return ""
 
 
+# --- socket interfaces -----------------------------------------------------------------------
+# interfaces a peer on another host can never reach: NCCL binds its bootstrap and NET/Socket
+# listeners there and hands the address to the other ranks
+_BRIDGES = ("docker", "veth", "cni", "flannel", "cali", "virbr", "br-", "podman", "lxc")
+
+
+def _unreachable(name: str, addr: str) -> str | None:
+    a = addr.lower().split("%", 1)[0]
+    if name == "lo" or a.startswith("127.") or a == "::1":
+        return "loopback"
+    if a.startswith("169.254."):
+        return "an IPv4 link-local address (169.254/16: not routed between hosts)"
+    if a.startswith("fe80"):
+        return "an IPv6 link-local address (fe80::/10: not routed between hosts)"
+    if name.startswith(_BRIDGES):
+        return "a container bridge or veth interface (private to this host)"
+    return None
+
+
+def socket_interface_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
+    """NCCL's socket interfaces (bootstrap, NET/Socket) that other hosts cannot reach (T802).
+
+    On one host loopback works, so it is a warning there unless EFA (a multi-node run) is the
+    goal; across hosts the ranks cannot connect (or connect through the wrong interface).
+    """
+    ranks = facts.nccl_ranks()
+    hosts = {r.host for r in ranks if r.host}
+    bad: dict[tuple[str, str], list[RankFacts]] = {}
+    for r in ranks:
+        for ifs in (*r.bootstrap_ifs, *r.socket_ifs):
+            for m in sig.SOCKET_IF.finditer(ifs):
+                why = _unreachable(m["name"], m["addr"])
+                if why and r not in bad.setdefault((m["name"], why), []):
+                    bad[(m["name"], why)].append(r)
+    for (name, why), rs in sorted(bad.items()):
+        status = Status.FAIL if (exp.efa or len(hosts) > 1) else Status.WARN
+        title = (
+            f"NCCL's sockets use {name}, {why}, on {len(rs)} rank{'s' if len(rs) != 1 else ''}: "
+            f"{_ranks_str(rs)}; set NCCL_SOCKET_IFNAME to the host's routable interface"
+        )
+        if status is Status.WARN:
+            title += " (one host: works here, never across hosts)"
+        ev = [e for r in rs[:4] for e in _ev(r, "bootstrap", "net_socket")]
+        yield f"T802:if:{name}", _f("T802", status, title, ev)
+
+
 # --- plugin ---------------------------------------------------------------------------------
+_BUILTIN_NETS = frozenset({"IB", "Socket"})
+
+
 def plugin_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
     missing: dict[tuple[str, str], list[RankFacts]] = {}
     failed: list[RankFacts] = []
@@ -285,11 +343,16 @@ def plugin_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
             path = r.net_plugin_not_found[-1]
             code = "N105" if r.env.get("NCCL_NET_PLUGIN") == path else "N101"
             missing.setdefault((code, path), []).append(r)
-        ofi_failed = any(n in sig.NET_NAMES_OFI for n in r.net_plugin_failed)
-        if r.ofi_init_failed or ofi_failed:
+        # NCCL's own transports (IB, Socket) fail to start on every host without them; an
+        # external plugin (aws-ofi-nccl under any name) that fails is the fallback's cause
+        external = [n for n in r.net_plugin_failed if n not in _BUILTIN_NETS]
+        if r.ofi_init_failed or external:
             failed.append(r)
     for (code, path), rs in sorted(missing.items()):
         status = Status.FAIL if (exp.efa or code == "N105") else Status.WARN
+        if code == "N101" and not exp.efa:
+            # nobody asked for a plugin (NCCL_NET_PLUGIN unset) and EFA is not the goal
+            status = Status.SKIP
         yield (
             f"{code}:{path}",
             _f(
@@ -304,6 +367,10 @@ def plugin_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
             ),
         )
     if failed:
+        names = ", ".join(
+            sorted({n for r in failed for n in r.net_plugin_failed if n not in _BUILTIN_NETS})
+            or ["aws-ofi-nccl"]
+        )
         ev = [
             e
             for r in failed[:4]
@@ -316,7 +383,8 @@ def plugin_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
             _f(
                 "N201",
                 Status.FAIL,
-                f"aws-ofi-nccl loaded but failed to initialize on {len(failed)} ranks: {_ranks_str(failed)}",
+                f"The network plugin ({names}) loaded but failed to initialize on {len(failed)} ranks: "
+                f"{_ranks_str(failed)}",
                 ev,
             ),
         )
@@ -410,6 +478,43 @@ def _event_group(events: list[Event], title: str, code: str, status: Status) -> 
     )
 
 
+_EXITCODE = re.compile(r"exitcode\s*:?\s*-(\d+)\b")
+
+
+def _timed_out(facts: LogFacts) -> bool:
+    return any(t.verdict.code == "E806" for t in facts.troubles)
+
+
+def _signalled_children(evs: list[Event], timed_out: bool) -> Generator[Keyed, None, list[Event]]:
+    """Children torchrun reports killed by a signal: the signal is the finding, not E204.
+
+    torchrun prints a negative exitcode for a child ended by a signal (-9 SIGKILL: the OOM
+    killer or a scheduler; -6 SIGABRT: an abort or a C++ exception). SIGSEGV (-11) is the
+    segfault event's (E203); SIGTERM (-15) is a stop someone sent (torchrun itself, to the other
+    workers once one failed). The rest stay "a failed child" (E204), a pure symptom; so does a
+    SIGABRT after a collective timed out: ProcessGroupNCCL's watchdog aborts the process itself
+    ("we are taking the entire process down"), the timeout is the finding.
+    """
+    by_sig: dict[int, list[Event]] = {}
+    rest: list[Event] = []
+    for e in evs:
+        m = _EXITCODE.search(e.text)
+        if m is None or int(m[1]) == signal.SIGTERM or (timed_out and int(m[1]) == signal.SIGABRT):
+            rest.append(e)
+        elif int(m[1]) != signal.SIGSEGV:
+            by_sig.setdefault(int(m[1]), []).append(e)
+    for num, group in sorted(by_sig.items()):
+        try:
+            name = signal.Signals(num).name
+        except ValueError:
+            name = f"signal {num}"
+        title = f"A rank was killed by {name} (torchrun: exitcode -{num})"
+        if num == signal.SIGKILL:
+            title += ": the kernel's OOM killer, a scheduler or an operator"
+        yield f"E807:signal:{num}", _event_group(group, title, "E807", Status.FAIL)
+    return rest
+
+
 def event_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
     by_kind: dict[str, list[Event]] = {}
     for e in facts.events:
@@ -420,6 +525,8 @@ def event_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
             by_kind.get("jit_ptxas_mov") or by_kind.get("jit_ptxas_stbulk")
         ):
             continue  # the same ptxas run, already explained by D504 / D405
+        if kind == "torchrun_child" and evs:
+            evs = yield from _signalled_children(evs, _timed_out(facts))
         if evs:
             yield f"{code}:{kind}", _event_group(evs, _TITLES[kind], code, status)
     if qp := by_kind.get("deepep_qp_cap"):
@@ -545,6 +652,7 @@ def evaluate(facts: LogFacts, ctx: Context, final: bool = True) -> list[Keyed]:
     tri = incidents.build(facts, _EVENT_TRAPS)
     out: list[Keyed] = []
     out.extend(network_findings(facts, exp, final, tri))
+    out.extend(socket_interface_findings(facts, exp))
     out.extend(plugin_findings(facts, exp))
     out.extend(gin_findings(facts, exp, final))
     out.extend(event_findings(facts, exp))
@@ -637,7 +745,13 @@ class LogAnalysis:
         return self.facts.all_ranks()
 
     def worst(self) -> Status:
-        return max((f.status for f in self.findings), key=lambda s: s.rank, default=Status.UNKNOWN)
+        # a pass outweighs a skip of the same rank: a healthy log with a not-applicable check
+        # passes
+        return max(
+            (f.status for f in self.findings),
+            key=lambda s: (s.rank, s is Status.PASS),
+            default=Status.UNKNOWN,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -39,7 +39,7 @@ WARNING = "warn"
 
 @dataclass(frozen=True)
 class Verdict:
-    """What one line says. ``code`` is None for benign and trail lines."""
+    """What one line says. ``code`` is None for benign lines and most trail lines."""
 
     role: str
     level: str  # "error" | "warn"
@@ -79,7 +79,8 @@ BENIGN_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
         r"Could not get speed",
         r"128B",  # aws-ofi-nccl / NCCL: LL128 / 128-byte in-order notices
         r"(?i)tuner(?:/| )plugin|libnccl-tuner|ncclTunerPlugin",
-        r"Failed to open libibverbs\.so|NET/IB : No device found|No IB devices found",
+        r"Failed to open libibverbs\.so|NET/IB : No device found|No IB devices found|"
+        r"Failed to initialize NET plugin IB\b",  # NCCL's IB transport on a host without IB
         r"Failed to open libnvidia-ml|NVLS multicast support is not available",
         r"Failed to get RDMA connection speed",  # DeepEP's ibstat probe on EFA (D403, info)
         # torch: the store client tries localhost over IPv6 first; harmless when v4 works
@@ -92,6 +93,12 @@ BENIGN_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
         # libfabric's own GDRCopy use for small host<->GPU copies; it falls back to cudaMemcpy
         r"libfabric:[^<]*(?:gdrcopy|hmem)[^<]*<warn> (?:gdr_open failed|gdrcopy initialization)",
         r"(?i)\bretrying\b(?!.*(?:giving up|exhausted|final))",
+        # torchrun stopping the other workers after one failed: that failure is the finding
+        r"Sending process \d+ closing signal SIG[A-Z]+",
+        # torch's advice printed under every CUDA error; the error line itself says what broke
+        r"Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions|"
+        r"CUDA kernel errors might be asynchronously reported|"
+        r"For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
     )
 )
 
@@ -229,17 +236,31 @@ RULES: tuple[Rule, ...] = (
         r"(?i)no socket interface found|no usable listening interface|no interface found|"
         r"Bootstrap ?: ?no socket interface|NCCL_SOCKET_IFNAME[^\n]{0,80}(?:no |not |match)|"
         r"bootstrap[^\n]{0,40}no (?:usable )?interface|is neither AF_INET|"
-        r"(?:unknown|invalid|bad|unsupported) (?:address )?family|socket family",
+        r"(?:unknown|invalid|bad|unsupported) (?:address )?family|socket family|"
+        # EADDRNOTAVAIL on bind: the address (NCCL_COMM_ID, a pinned IP) is not on this host
+        r"bind failed: Cannot assign requested address",
+    ),
+    # a peer that went away (its process died, or its host): what a crash elsewhere looks like
+    # from here, so a symptom; a crash on any rank is the finding to fix first
+    _rule(
+        "T803",
+        SYMPTOM,
+        "nccl",
+        "A peer closed its connection (its process or host went away)",
+        r"Connection reset by peer|closed by remote peer|Broken pipe|remote process exited|"
+        r"ncclRemoteError|remote process exiting prematurely",
     ),
     _rule(
         "T803",
         CAUSE,
         "nccl",
-        "A peer connection failed (refused, reset, timed out or unreachable)",
-        r"Connection refused|Connection reset by peer|Connection timed out|No route to host|"
-        r"Network is unreachable|Software caused connection abort|Broken pipe|"
+        "A peer could not be reached (refused, timed out, unreachable or not resolvable)",
+        r"Connection refused|Connection timed out|No route to host|"
+        r"Network is unreachable|Software caused connection abort|"
         r"socketStartConnect|socketFinalizeAccept|socketPoll(?:Connect)?\b|"
-        r"(?i:connect(?:ion)? to [^\n]{0,80}failed)|remote process exited",
+        r"(?i:connect(?:ion)? to [^\n]{0,80}failed)|"
+        r"Temporary failure in name resolution|Name or service not known|"
+        r"(?i:could not resolve (?:host|address))|getaddrinfo[^\n]{0,40}fail",
     ),
     # ---- topology
     _rule(
@@ -247,10 +268,13 @@ RULES: tuple[Rule, ...] = (
         CAUSE,
         "nccl",
         "NCCL topology file could not be read",
-        r"(?i)(?:topology|topo) (?:file|xml)[^\n]{0,80}(?:could not|cannot|fail|error|"
+        # graph/xml.cc parses only files a user or host supplied (NCCL_TOPO_FILE, NCCL_GRAPH_FILE,
+        # the hypervisor's virtual topology): its "XML Parse" errors are always about one of them
+        r"(?i:\bXML Parse ?:|^graph/xml\.(?:cc|h):\d+ (?!-> )|"
+        r"(?:topology|topo) (?:file|xml)[^\n]{0,80}(?:could not|cannot|fail|error|"
         r"No such|invalid|open)|(?:could not|cannot|failed to) (?:open|read|load|parse) (?:the )?"
         r"(?:XML )?topology|XML Import[^\n]{0,80}(?:error|fail|not found|invalid)|"
-        r"xml(?:Load|Get|Find)\w*[^\n]{0,60}(?:fail|error)",
+        r"xml(?:Load|Get|Find)\w*[^\n]{0,60}(?:fail|error))",
     ),
     # ---- GPU / CUDA
     _rule(
@@ -263,14 +287,16 @@ RULES: tuple[Rule, ...] = (
         r"Driver/library version mismatch|CUDA driver version is insufficient|"
         r"NVIDIA driver on your system is too old|Failed to initialize NVML|"
         r"CUDA initialization: |cudaErrorInsufficientDriver|CUDA_ERROR_NOT_INITIALIZED|"
-        r"Found no NVIDIA driver|all CUDA-capable devices are busy",
+        r"Found no NVIDIA driver|all CUDA-capable devices are busy|"
+        r"CUDA-capable device\(s\) is/are busy or unavailable|cudaErrorDevicesUnavailable|"
+        r"CUDA_ERROR_DEVICE_UNAVAILABLE",
     ),
     _rule(
         "E803",
         CAUSE,
         "cuda",
         "CUDA out of memory",
-        r"CUDA out of memory|OutOfMemoryError|(?i:cuda failure '?out of memory)|"
+        r"CUDA out of memory|OutOfMemoryError|(?i:cuda failure (?:\d+ )?'?out of memory)|"
         r"cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY|CUBLAS_STATUS_ALLOC_FAILED|"
         r"out of memory[^\n]{0,40}(?:cuda|gpu|device)|(?:cuda|gpu|device)[^\n]{0,40}out of memory",
     ),
@@ -310,9 +336,10 @@ RULES: tuple[Rule, ...] = (
         r"(?:fail|error|not)|peer ?mem(?:ory)?[^\n]{0,40}(?:not loaded|missing|fail)",
     ),
     # ---- torch.distributed
+    # a rank that waited too long: for a peer that died, hung or never came (a symptom)
     _rule(
         "E806",
-        CAUSE,
+        SYMPTOM,
         "torch",
         "A collective timed out (ProcessGroupNCCL watchdog)",
         r"Watchdog caught collective operation timeout|watchdog got stuck|"
@@ -356,16 +383,21 @@ RULES: tuple[Rule, ...] = (
         SYMPTOM,
         "process",
         "A process died of a segmentation fault",
-        r"Segmentation fault|SIGSEGV|Signal 11\b|exitcode\s*:?\s*-11\b|exit(?:ed with)? code 139\b",
+        r"Segmentation fault|SIGSEGV|Signal 11\b|exitcode\s*:?\s*-11\b|exit(?:ed with)? code 139\b|"
+        r"\bsegfault at [0-9a-f]+ ip ",  # the kernel's own line (arch/x86/mm/fault.c)
     ),
+    # SIGTERM is not here: it is how torchrun, the kubelet or Slurm stop a process (a stop, not
+    # a crash), and torchrun sends it to the other workers once one has failed
     _rule(
         "E807",
         SYMPTOM,
         "process",
         "A process died of a signal",
-        r"SIG(?:ABRT|KILL|BUS|ILL|FPE|TERM)\b|Signal (?:6|9|7|4|8|15)\b|"
-        r"exitcode\s*:?\s*-(?:6|9|7|4|8|15)\b|Aborted \(core dumped\)|Bus error|"
-        r"terminate called after throwing|Fatal Python error|\bKilled\s*$|core dumped|"
+        r"SIG(?:ABRT|KILL|BUS|ILL|FPE)\b|Signal (?:6|9|7|4|8)\b|"
+        r"exitcode\s*:?\s*-(?:6|9|7|4|8)\b|Aborted \(core dumped\)|Bus error|"
+        r"terminate called after throwing(?! an instance of 'c10::)|Fatal Python error|\bKilled\s*$|core dumped|"
+        # a shell's job report: "line 1:  4169 Killed    python3 train.py"
+        r"^(?:[\w/.-]+: )?(?:line \d+: )?\s*\d+ (?:Killed|Aborted|Bus error)\s{2,}\S|"
         r"exit(?:ed with)? code 13[47]\b",
     ),
 )
@@ -405,7 +437,10 @@ def classify(p: Parsed) -> Verdict | None:
     if not hay:
         return None
     stripped = hay.strip()
-    if _NCCL_TRAIL.match(stripped) or _TORCH_LAST.match(stripped) or _PY_EXC_TRAIL.match(stripped):
+    if _NCCL_TRAIL.match(stripped):
+        # NCCL passing an error code up (N204), context for the line that caused it
+        return Verdict(TRAIL, ERROR, "nccl", "N204", "NCCL returned an error")
+    if _TORCH_LAST.match(stripped) or _PY_EXC_TRAIL.match(stripped):
         return Verdict(TRAIL, ERROR, "nccl" if p.nccl else "python")
     for rx in BENIGN_PATTERNS:
         if rx.search(hay):
