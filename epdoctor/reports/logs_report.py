@@ -52,17 +52,21 @@ def rank_row(r: RankFacts) -> tuple[str, ...]:
     )
 
 
-def rank_table(a: LogAnalysis) -> Any:
-    from rich.table import Table
+# One word per header for the terminal table (it fits 80 columns); Markdown keeps COLUMNS.
+SHORT = ("rank", "labels", "NCCL", "net", "provider", "NICs", "GIN", "EFA", "WARN")
 
-    t = Table(title="ranks", show_lines=False)
-    for c in COLUMNS:
-        t.add_column(c, overflow="fold")
-    for r in a.ranks:
-        row = list(rank_row(r))
-        style = {"NO": "bold red", "yes": "green"}.get(row[7])
-        t.add_row(*row, style=style if style == "bold red" else None)
-    return t
+
+def rank_table(a: LogAnalysis) -> Any:
+    """The per-rank table, fitted to the console (epdoctor.reports.layout.FitTable)."""
+    from epdoctor.reports.layout import FitTable, split_domain
+
+    rows = [list(rank_row(r)) for r in a.ranks]
+    keys, domain = split_domain([row[0] for row in rows])
+    for row, key in zip(rows, keys, strict=True):
+        row[0] = key
+    styles = ["bold red" if row[7] == "NO" else None for row in rows]
+    title = "ranks" + (f" (hosts *.{domain})" if domain else "")
+    return FitTable(title, SHORT, rows, noun="rank", row_styles=styles)
 
 
 def render_text(console: Any, a: LogAnalysis, verbose: bool = False) -> None:
