@@ -116,9 +116,20 @@ class WizardScreen(Screen[None]):
         if self.raw.get(key) == raw:
             return
         self.raw[key] = raw
+        if key == "engine":
+            self._follow_engine()
         if tuple(q.key for q in self._questions()) != self.keys:
             await self.build_form()
         self.recompute()
+
+    def _follow_engine(self) -> None:
+        """An engine change resets the answers it voids to the new engine's defaults."""
+        answers, _ = self._answers()
+        for q in self._questions():
+            if q.key in self.raw and not Q.still_holds(q.key, self.raw[q.key], answers):
+                del self.raw[q.key]
+                for widget in self.query(f"#q-{q.key}"):
+                    widget.value = q.default  # type: ignore[attr-defined]
 
     # --- the verdict --------------------------------------------------------
     def recompute(self) -> None:

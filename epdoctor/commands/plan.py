@@ -17,6 +17,10 @@ from epdoctor import exitcodes
 NAME = "plan"
 HELP = "plan a bring-up: verdict with trap codes, env contract, pins, commands, manifests"
 
+# The --transport default in words, for --help only (register() stays free of the plan's
+# data files); tests/test_plan_defaults.py holds it to engines.toml's default_transport.
+TRANSPORT_DEFAULTS = "nvshmem for sglang, gin-proxy for the others"
+
 # Flag destinations that are questions; None = not given on the command line.
 QUESTIONS = (
     "engine", "transport", "instance", "nodes", "gpus_per_node", "model", "mode",
@@ -33,7 +37,7 @@ def register(p: argparse.ArgumentParser) -> None:
         "--transport",
         choices=TRANSPORTS,
         help="gin-proxy (NCCL GIN CPU proxy), efa-gda (GPU-initiated), nvshmem (SGLang); "
-        "default gin-proxy",
+        f"default: the engine's own ({TRANSPORT_DEFAULTS})",
     )
     g.add_argument("--instance", metavar="TYPE", help="instance type (default p5en.48xlarge)")
     g.add_argument("--nodes", type=int, metavar="N", help="node count (default 2)")

@@ -39,6 +39,7 @@ class Engine:
     label: str
     ep_kernel: str
     transports: tuple[str, ...]
+    default_transport: str  # what the plan uses when no transport is asked for
     modes: tuple[str, ...]
     default_mode: str
     uses_deepep: bool
@@ -96,8 +97,16 @@ def engines() -> dict[str, Engine]:
         d["modes"] = tuple(d["modes"])
         d["measured"] = tuple(tuple(m) for m in d["measured"])
         d["seeds"] = tuple(d["seeds"])
+        if d["default_transport"] not in d["transports"]:  # a data error, caught by the tests
+            raise ValueError(f"engines.toml: {key}'s default_transport is not one it runs on")
         out[key] = Engine(key=key, **d)
     return out
+
+
+def default_transport(engine: str) -> str:
+    """The transport planned for `engine` when none is asked for: one default per engine,
+    shared by `plan --transport`, `plan --no-input`, the questionary prompts and the wizard."""
+    return engines()[engine].default_transport
 
 
 @functools.cache

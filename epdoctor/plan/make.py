@@ -72,7 +72,9 @@ def default_name(engine: str) -> str:
 
 def make_plan(inp: PlanInput) -> Plan:
     engine_key = _choice(inp.engine, ENGINES, "engine")
-    transport_key = _choice(inp.transport, TRANSPORTS, "transport")
+    transport_key = _choice(
+        inp.transport or knowledge.default_transport(engine_key), TRANSPORTS, "transport"
+    )
     target = _choice(inp.target, TARGETS, "target")
     instance = knowledge.resolve_instance(inp.instance or "")
     if instance is None:

@@ -47,7 +47,7 @@ class PlanInput:
     """Everything the plan needs; every field is also a flag of `epdoctor plan`."""
 
     engine: str = "vllm"
-    transport: str = "gin-proxy"
+    transport: str | None = None  # None: the engine's default_transport (engines.toml)
     instance: str = "p5en.48xlarge"
     nodes: int = 2
     gpus_per_node: int | None = None  # None: every GPU of the instance

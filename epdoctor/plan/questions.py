@@ -61,7 +61,7 @@ def all_questions(answers: dict[str, Any]) -> list[Question]:
                 (t, ts[t].label + ("" if t in engine.transports else "  (not for this engine)"))
                 for t in order
             ),
-            engine.transports[0],
+            engine.default_transport,
         ),
         Question(
             "instance",
@@ -112,6 +112,17 @@ def all_questions(answers: dict[str, Any]) -> list[Question]:
             )
         )
     return qs
+
+
+def still_holds(key: str, value: Any, answers: dict[str, Any]) -> bool:
+    """Whether an answer given before an earlier answer changed still stands with `answers`.
+
+    A form lets the operator go back: a transport kept from another engine, which the
+    new engine does not run on, gives way to the new engine's default (asked again in a
+    prompt, reset in the wizard); picking it again afterwards is the operator's choice."""
+    if key == "transport":
+        return str(value) in _engine(answers).transports
+    return True
 
 
 def next_question(answers: dict[str, Any]) -> Question | None:
