@@ -115,62 +115,85 @@ def _passed_line(passed: list[Finding]) -> str:
 # --------------------------------------------------------------- text --
 
 
+# Short headers for the terminal table (one word each: a header never wraps); the JSON and
+# Markdown keep the full COLUMNS titles.
+SHORT = {"instance": "type", "plugin GIN": "GIN", "installer": "installer"}
+
+
+def _verdict_text(r: dict[str, Any]) -> str:
+    v = r["verdict"]
+    if v == "error":
+        return v
+    tally = " ".join(f"{r[k]}{k[0].upper()}" for k in ("fail", "warn", "unknown") if r[k])
+    return f"{v} {tally}" if tally else v
+
+
+def _findings_lines(shown: list[Finding]) -> list[Any]:
+    from rich.text import Text
+
+    from epdoctor.reports.layout import hang
+
+    lines: list[Any] = []
+    for f in shown:
+        label = Text(f"{f.status.value.upper():<8}", style=STYLE.get(f.status.value, ""))
+        title = Text(f"{f.code} ", style="bold")
+        title.append(plain(f.title), style="")
+        lines.append(hang(label, title))
+        if f.code != "F600":  # its evidence is the error lines printed above
+            lines += [hang(" " * 10, Text(plain(e), style="dim")) for e in f.evidence[:8]]
+        if f.fix and f.status in (Status.FAIL, Status.WARN):
+            fix = plain(f.fix.split(" Change: ")[0])
+            lines.append(hang(Text("          fix: ", style="cyan"), Text(fix, style="cyan")))
+    return lines
+
+
 def render_text(
     console: Any, results: list[TargetResult], fleet: list[Finding], verbose: bool = False
 ) -> None:
+    """The node table (fits the console: see reports.layout.FitTable), then the drift panel."""
+    from rich.console import Group
     from rich.panel import Panel
-    from rich.table import Table
     from rich.text import Text
+
+    from epdoctor.reports.layout import FitTable, hang, split_domain
 
     rows = node_rows(results)
     common = majority(rows)
-    t = Table(title=f"fleet: {len(rows)} nodes", title_justify="left", show_lines=False)
-    t.add_column("node", no_wrap=True, style="bold")
-    t.add_column("verdict", no_wrap=True)
-    for title, _ in COLUMNS:
-        t.add_column(title, overflow="fold")
-    t.add_column("s", justify="right")
-    for r in rows:
+    names, domain = split_domain([plain(r["node"]) for r in rows])
+    headers = ["node", "verdict", *(SHORT.get(t, t) for t, _ in COLUMNS), "s"]
+    cells: list[list[Any]] = []
+    for name, r in zip(names, rows, strict=True):
         v = r["verdict"]
-        vtext = Text(
-            v if v == "error" else f"{v} {r['fail']}F {r['warn']}W {r['unknown']}U",
-            style=STYLE.get(v, "bold red"),
-        )
-        if r["error"]:  # the reason goes under the table: a table cell would wrap it to shreds
-            t.add_row(Text(plain(r["node"])), vtext, *["-"] * len(COLUMNS), _secs(r))
-            continue
-        cells = []
+        row: list[Any] = [
+            Text(name, style="bold"),
+            Text(_verdict_text(r), style=STYLE.get(v, "bold red")),
+        ]
         for title, _ in COLUMNS:
+            if r["error"]:  # the reason goes under the table
+                row.append(None)
+                continue
             val = r[title]
             odd = title in common and val != common[title]
-            cells.append(
-                Text(plain(val), style="bold yellow" if odd else ("magenta" if val == "?" else ""))
-            )
-        t.add_row(Text(plain(r["node"])), vtext, *cells, _secs(r))
-    console.print(t)
-    for r in rows:
+            style = "bold yellow" if odd else ("magenta" if val == "?" else "")
+            row.append(Text(plain(val), style=style))
+        row.append(_secs(r))
+        cells.append(row)
+    title = f"fleet: {len(rows)} nodes" + (f" (*.{domain})" if domain else "")
+    console.print(
+        FitTable(
+            title, headers, cells, noun="node", keep=(0, 1), justify={len(headers) - 1: "right"}
+        )
+    )
+    for name, r in zip(names, rows, strict=True):
         if r["error"]:
-            line = Text(f"{plain(r['node'])}: ", style="bold")
-            line.append(plain(r["error"]), style="red")
-            console.print(line)
+            console.print(
+                hang(Text(f"{name}: ", style="bold"), Text(plain(r["error"]), style="red"))
+            )
     shown, passed = _split(fleet, verbose)
-    lines: list[Text] = []
-    for f in shown:
-        head = Text()
-        head.append(f"{f.status.value.upper():<8}", style=STYLE.get(f.status.value, ""))
-        head.append(f"{f.code} ", style="bold")
-        head.append(plain(f.title))
-        lines.append(head)
-        if f.code != "F600":  # its evidence is the error lines printed above
-            lines += [Text(f"          {plain(e)}", style="dim") for e in f.evidence[:8]]
-        if f.fix and f.status in (Status.FAIL, Status.WARN):
-            fix = plain(f.fix.split(" Change: ")[0])
-            lines.append(Text(f"          fix: {fix}", style="cyan"))
+    lines = _findings_lines(shown)
     if passed and not verbose:
-        lines.append(Text(_passed_line(passed), style="green"))
+        lines.append(hang(Text(""), Text(_passed_line(passed), style="green")))
     if lines:
-        from rich.console import Group
-
         console.print(Panel(Group(*lines), title="drift between nodes", title_align="left"))
 
 

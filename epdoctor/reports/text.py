@@ -2,41 +2,39 @@
 
 from __future__ import annotations
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from epdoctor.model import Finding, Status, TargetResult
 from epdoctor.reports.common import SHOWN_BY_DEFAULT, counts, headline, layer_name, sort_findings
 from epdoctor.reports.facts_table import fact_rows
+from epdoctor.reports.layout import KeyValues, Units, hang
 from epdoctor.safeio import plain  # what a target or a bundle says: no escape codes, no markup
 
 STYLE = {"fail": "bold red", "warn": "yellow", "unknown": "magenta", "pass": "green", "skip": "dim"}
 LABEL = {"fail": "FAIL", "warn": "WARN", "unknown": "UNKNOWN", "pass": "PASS", "skip": "SKIP"}
 
 
-def _facts(r: TargetResult) -> Table:
-    t = Table(show_header=False, box=None, pad_edge=False)
-    t.add_column(style="bold", no_wrap=True)
-    t.add_column(overflow="fold")
-    for k, v in fact_rows(r.facts):
-        t.add_row(Text(plain(k)), Text(plain(v)))  # Text: a "[/]" in a value is not markup
-    return t
+def _facts(r: TargetResult) -> KeyValues:
+    """Key and value; a long key (a site-packages path) or a narrow line folds the row."""
+    # Text: a "[/]" in a value is not markup
+    return KeyValues((Text(plain(k)), Text(plain(v))) for k, v in fact_rows(r.facts))
 
 
-def _finding(f: Finding, show_evidence: bool) -> list[Text]:
+def _finding(f: Finding, show_evidence: bool) -> list[RenderableType]:
+    """Headline, evidence and fix; wrapped lines hang under their text, never at column 1."""
+    label = Text(f"{LABEL[f.status.value]:<8}", style=STYLE[f.status.value])
     head = Text()
-    head.append(f"{LABEL[f.status.value]:<8}", style=STYLE[f.status.value])
     head.append(f"{f.code} ", style="bold")
     head.append(f"[{layer_name(f.code)}] ", style="dim")
     head.append(plain(f.title))
-    out = [head]
+    out: list[RenderableType] = [hang(label, head)]
     if show_evidence:
-        out += [Text(f"          {plain(e)}", style="dim") for e in f.evidence[:6]]
+        out += [hang(" " * 10, Text(plain(e), style="dim")) for e in f.evidence[:6]]
         if f.fix and f.status in (Status.FAIL, Status.WARN):
             fix = plain(f.fix.split(" Change: ")[0])
-            out.append(Text(f"          fix: {fix}", style="cyan"))
+            out.append(hang(Text("          fix: ", style="cyan"), Text(fix, style="cyan")))
     return out
 
 
@@ -47,18 +45,23 @@ def render_target(console: Console, r: TargetResult, verbose: bool = False) -> N
         console.print(Panel(why, title=title))
         return
     shown = [f for f in sort_findings(r.findings) if verbose or f.status in SHOWN_BY_DEFAULT]
-    lines: list[Text] = []
+    lines: list[RenderableType] = []
     for f in shown:
         lines += _finding(f, show_evidence=True)
     c = counts(r.findings)
     summary = Text(
         headline(r), style="bold red" if c["fail"] else ("yellow" if c["warn"] else "green")
     )
-    foot = Text(
-        f"{c['pass']} passed, {c['skip']} not applicable"
-        + ("" if verbose else "  (-v shows them)")
-        + "   epdoctor explain CODE for any trap",
-        style="dim",
+    foot = Units(
+        [
+            Text(
+                f"{c['pass']} passed, {c['skip']} not applicable"
+                + ("" if verbose else "  (-v shows them)"),
+                style="dim",
+            ),
+            Text("epdoctor explain CODE for any trap", style="dim"),
+        ],
+        sep="   ",
     )
     body = Group(_facts(r), Text(""), summary, Text(""), *lines, Text(""), foot)
     console.print(Panel(body, title=title, title_align="left"))
