@@ -222,13 +222,79 @@ def run_dir(args: argparse.Namespace, what: str) -> str:
     return args.run_dir or f"/tmp/epdoctor-{what}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def nodes_from_args(args: argparse.Namespace) -> list[Any]:
-    """Where the launch runs: this host, or the SSH hosts / pods the target flags name."""
+def nodes_from_args(args: argparse.Namespace, plan: dict[str, Any] | None = None) -> list[Any]:
+    """Where the launch runs: the SSH hosts / pods the target flags name; else the plan's
+    pods (a Kubernetes plan); else this host. A plan for several bare nodes names no
+    address this host could stand in for: it is refused, naming what to pass."""
+    from epdoctor.launch.nodes import nodes_for
     from epdoctor.launch.nodes import nodes_from_args as launch_nodes
 
-    nodes = launch_nodes(args)
+    targets = plan_targets(args, plan or {})
+    nodes = nodes_for(targets) if targets is not None else launch_nodes(args)
     _OPEN.extend(nodes)
     return nodes
+
+
+# The flags that name where to run (epdoctor.targets.selection): given, they win over a plan.
+TARGET_FLAGS = ("bundle", "ssh", "hosts", "ssh_config_hosts", "pod", "selector",
+                "all_namespaces", "nodes")  # fmt: skip
+
+
+def plan_targets(args: argparse.Namespace, plan: dict[str, Any]) -> list[Any] | None:
+    """The targets a plan names when no target flag does: the StatefulSet pods of a
+    Kubernetes plan (NAME-0 .. NAME-(N-1), leader first, in the plan's namespace or -n's).
+    None: the target flags (or this host) decide."""
+    from epdoctor.model import EpdoctorError
+
+    inp = plan.get("input") if isinstance(plan.get("input"), dict) else {}
+    target = inp.get("target")
+    if not plan or any(getattr(args, k, None) for k in TARGET_FLAGS):
+        return None
+    nodes = int(plan.get("nodes") or inp.get("nodes") or 1)
+    if target == "bare":
+        hosts = [str(h) for h in inp.get("hosts") or []]
+        if nodes > 1 or hosts:
+            where = ",".join(hosts) if hosts else ",".join(f"NODE{i}" for i in range(nodes))
+            raise EpdoctorError(
+                f"{args.plan} plans {nodes} bare node(s); name them: --ssh {where} "
+                "(leader first; or --hosts FILE)"
+            )
+        return None
+    if target != "kubernetes":
+        return None
+    name = str(plan.get("name") or inp.get("name") or "")
+    namespace = getattr(args, "namespace", None) or str(inp.get("namespace") or "default")
+    if not name:
+        raise EpdoctorError(f"{args.plan} names no StatefulSet: pass --pod NAME or -l SELECTOR")
+    return plan_pods(args, name, namespace, nodes)
+
+
+def plan_pods(args: argparse.Namespace, name: str, namespace: str, count: int) -> list[Any]:
+    """The pods NAME-0 .. NAME-(count-1) in `namespace`, each checked to exist, leader first."""
+    from epdoctor.model import EpdoctorError
+    from epdoctor.targets import kube
+    from epdoctor.targets.base import TargetError
+
+    pods = [f"{name}-{i}" for i in range(count)]
+    shown = pods[0] if count == 1 else f"{pods[0]} .. {pods[-1]}"
+    try:
+        session = kube.KubeSession.connect(
+            getattr(args, "context", None),
+            getattr(args, "kubeconfig", None),
+            getattr(args, "request_timeout", None),
+        )
+        found = [kube.select_pods(session, namespace=namespace, pod=p)[0] for p in pods]
+        container = getattr(args, "container", None)
+        return [kube.KubePodTarget(session, p, container) for p in found]
+    except TargetError as exc:
+        hint = (
+            "apply the plan's manifest first, or name the pods with --pod / -l"
+            if "not found" in str(exc)
+            else "or name where to run with --pod, -l or --ssh"
+        )
+        raise EpdoctorError(
+            f"{args.plan} runs in the pods {shown} (namespace {namespace}): {exc}; {hint}"
+        ) from exc
 
 
 _OPEN: list[Any] = []  # nodes this invocation opened: their connections close at the end
@@ -263,7 +329,12 @@ def confirm(args: argparse.Namespace, out: Out, lines: list[str], what: str) -> 
 
 
 def preflight(
-    args: argparse.Namespace, out: Out, nodes: list[Any], advisory: bool, engine: str | None = None
+    args: argparse.Namespace,
+    out: Out,
+    nodes: list[Any],
+    advisory: bool,
+    engine: str | None = None,
+    plan: dict[str, Any] | None = None,
 ) -> int | None:
     """Read-only diagnose of every node first. None: go on; else the exit code."""
     from epdoctor import exitcodes
@@ -274,7 +345,7 @@ def preflight(
 
     if args.no_preflight:
         return None
-    targets = preflight_targets(args, len(nodes))
+    targets = preflight_targets(args, len(nodes), plan)
     out.print("[dim]preflight: read-only diagnose of every node...[/dim]")
     diags = diagnose_many(targets, Context(engine=engine), ProbeOptions(timeout_s=60))
     failing = [
@@ -307,13 +378,18 @@ def preflight(
     return exitcodes.FINDINGS
 
 
-def preflight_targets(args: argparse.Namespace, count: int) -> list[Any]:
+def preflight_targets(
+    args: argparse.Namespace, count: int, plan: dict[str, Any] | None = None
+) -> list[Any]:
     """Fresh targets for the read-only diagnose (diagnose closes what it probed)."""
     from epdoctor.model import EpdoctorError
     from epdoctor.targets.base import TargetError
     from epdoctor.targets.local import LocalTarget
     from epdoctor.targets.selection import targets_from_args
 
+    planned = plan_targets(args, plan or {})
+    if planned is not None:
+        return planned
     try:
         targets = targets_from_args(args)
     except TargetError as exc:
@@ -479,14 +555,16 @@ def run_kernel_test(args: argparse.Namespace) -> int:
             out.print(f"[red]cannot re-gate {args.regate}: {exc}[/red]")
             return exitcodes.ERROR
     plan = load_plan(args.plan)
-    nodes = nodes_from_args(args)
+    nodes = nodes_from_args(args, plan)
     if args.isolate:
         return run_isolate(args, out, plan, nodes)
     cfg = kernel_config(args, plan, nodes)
     code = confirm(args, out, describe(cfg), f"the {cfg.kind} kernel test")
     if code is not None:
         return code
-    code = preflight(args, out, nodes, advisory=cfg.kind == "builtin" and len(nodes) == 1)
+    code = preflight(
+        args, out, nodes, advisory=cfg.kind == "builtin" and len(nodes) == 1, plan=plan
+    )
     if code is not None:
         return code
     board = PaneBoard()
@@ -559,7 +637,7 @@ def run_isolate(args: argparse.Namespace, out: Out, plan: dict[str, Any], nodes:
     code = confirm(args, out, lines, "isolation")
     if code is not None:
         return code
-    code = preflight(args, out, nodes, advisory=False)
+    code = preflight(args, out, nodes, advisory=False, plan=plan)
     if code is not None:
         return code
 
@@ -770,12 +848,12 @@ def run_serve(args: argparse.Namespace) -> int:
 
     out = Out(args)
     plan = load_plan(args.plan)
-    nodes = nodes_from_args(args)
+    nodes = nodes_from_args(args, plan)
     cfg = serve_config(args, plan, nodes)
     code = confirm(args, out, describe(cfg), f"serving ({cfg.engine})")
     if code is not None:
         return code
-    code = preflight(args, out, nodes, advisory=False, engine=cfg.engine)
+    code = preflight(args, out, nodes, advisory=False, engine=cfg.engine, plan=plan)
     if code is not None:
         return code
     board = PaneBoard()
@@ -830,7 +908,7 @@ def run_smoke(args: argparse.Namespace) -> int:
     code = confirm(args, out, [f"POST {args.url}/v1/chat/completions {body}"], "the smoke request")
     if code is not None:
         return code
-    nodes = nodes_from_args(args)
+    nodes = nodes_from_args(args, plan)
     python = args.python or "python3"
     before = snapshots(nodes, python)
     res = smoke.smoke(args.url, model, args.max_tokens)
@@ -855,7 +933,7 @@ def run_bench(args: argparse.Namespace) -> int:
     levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
     if not levels or any(c < 1 for c in levels):
         raise EpdoctorError(f"--concurrency: positive integers expected, got {args.concurrency!r}")
-    nodes = nodes_from_args(args)
+    nodes = nodes_from_args(args, plan)
     arms: list[tuple[str, str | None]] = [("current", None)]
     lines = [
         f"warm-up {args.warmup}, then per level {levels}: "
