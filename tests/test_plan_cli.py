@@ -53,7 +53,8 @@ def test_every_question_is_a_flag_and_json_is_data(capsys):
 def test_output_dir(tmp_path, capsys):
     rc = main(["plan", "--no-input", "--hf-cache", HF, "-o", str(tmp_path)])
     assert rc == 0
-    assert "Wrote 5 files" in capsys.readouterr().out
+    assert "Wrote 7 files" in capsys.readouterr().out
+    assert (tmp_path / "Dockerfile").is_file() and (tmp_path / ".dockerignore").is_file()
     assert (tmp_path / "kubernetes" / "vllm-deepep.yaml").is_file()
     assert json.loads((tmp_path / "plan.json").read_text())["verdict"] == "supported"
 

@@ -1,5 +1,5 @@
-"""Write a plan to a directory: plan.json, plan.env, role scripts and, for
-Kubernetes, the manifest and kubectl wrappers. A plan that is not supported
+"""Write a plan to a directory: plan.json, plan.env, the Dockerfile its pins imply, role
+scripts and, for Kubernetes, the manifest and kubectl wrappers. A plan that is not supported
 writes plan.json only: there is nothing safe to launch.
 """
 
@@ -153,6 +153,11 @@ def render(plan: Plan, directory: str | Path, force: bool = False) -> list[str]:
     files: dict[str, str] = {"plan.json": json.dumps(plan_json(plan), indent=2) + "\n"}
     if plan.supported:
         files["plan.env"] = env_file(plan)
+        from epdoctor.plan.image import dockerfile, dockerignore
+
+        if text := dockerfile(plan):  # the image the pins imply (none where no base is pinned)
+            files["Dockerfile"] = text
+            files[".dockerignore"] = dockerignore(plan)
         if plan.extra["target"] == "kubernetes":
             files[f"kubernetes/{plan.name}.yaml"] = manifest_yaml(plan)
             files.update({f"kubernetes/{k}": v for k, v in kube_scripts(plan).items()})
