@@ -58,6 +58,9 @@ class EpdoctorApp(App[int]):
     TITLE = "epdoctor"
     ENABLE_COMMAND_PALETTE = True
     BINDINGS = [
+        Binding("question_mark", "help", "Keys", key_display="?"),
+        Binding("f1", "help", "Keys", show=False),
+        Binding("q", "quit_or_back", "Quit", show=False),
         Binding("f2", "show('targets')", "Targets"),
         Binding("f3", "show('traps')", "Traps"),
         Binding("f4", "show('wizard')", "Plan"),
@@ -202,6 +205,25 @@ class EpdoctorApp(App[int]):
             self.notify("stopping everything started before quitting…")
             await asyncio.to_thread(self.stop_all)
         self.exit()
+
+    async def action_quit_or_back(self) -> None:
+        """`q`: back from a pushed screen (an explanation, a dialog), else quit (k9s, posting)."""
+        if len(self.screen_stack) > 1:
+            self.pop_screen()
+            return
+        await self.action_quit()
+
+    def action_help(self) -> None:
+        """`?` / F1: the keys of the current screen and the app-wide ones."""
+        from epdoctor.screens.help import KeysScreen
+
+        if isinstance(self.screen, KeysScreen):
+            self.pop_screen()
+            return
+        names = {"targets": "Targets", "traps": "Traps", "wizard": "Plan", "launch": "Launch"}
+        names["tour"] = "Tour"
+        title = names.get(self.current_mode, "") if len(self.screen_stack) == 1 else ""
+        self.push_screen(KeysScreen(self.screen, title or type(self.screen).__name__[:-6]))
 
     def action_show(self, mode: str) -> None:
         self.switch_mode(mode)

@@ -58,7 +58,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     BINDINGS = [
         Binding("y", "answer(True)", "Yes, run them"),
-        Binding("n,escape", "answer(False)", "No"),
+        Binding("n,escape,q", "answer(False)", "No"),
     ]
 
     def __init__(self, title: str, commands: list[str], note: str = "") -> None:

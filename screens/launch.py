@@ -149,6 +149,7 @@ class LaunchScreen(Screen[None]):
         Binding("slash", "search", "Search panes"),
         Binding("n", "next_match", "Next match", show=False),
         Binding("e", "explain", "Explain"),
+        Binding("w", "wrap", "Wrap lines"),
     ]
 
     def __init__(self) -> None:
@@ -159,6 +160,7 @@ class LaunchScreen(Screen[None]):
         self.buffer: dict[str, Batch] = {}
         self._buffer_lock = threading.Lock()
         self.panes: dict[str, LogPane] = {}
+        self.wrap = False  # `w`: new panes wrap too
         self.gates: dict[str, tuple[str, str, str | None]] = {}
         self.findings: list[tuple[str, Any]] = []
         self.running = False
@@ -385,6 +387,7 @@ class LaunchScreen(Screen[None]):
                 pane = self.panes[name] = LogPane(
                     name, self._styler, title=node and f"{name} · {node}"
                 )
+                pane.wrap = self.wrap
                 grid.mount(pane)
             pane.add_lines(list(batch.lines), arrived=batch.arrived)
 
@@ -409,6 +412,19 @@ class LaunchScreen(Screen[None]):
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_explain()
+
+    HELP_EXTRA = (
+        ("↑ ↓ PgUp PgDn Home", "in a pane: scroll (it stops following)"),
+        ("End", "in a pane: follow the tail again"),
+        ("← →", "in a pane: scroll sideways (when lines do not wrap)"),
+    )
+
+    def action_wrap(self) -> None:
+        """`w` (as in k9s's log view): every pane wraps long lines, or stops wrapping."""
+        self.wrap = not self.wrap
+        for pane in self.panes.values():
+            pane.set_wrap(self.wrap)
+        self.notify("long lines wrap" if self.wrap else "long lines scroll sideways (← →)")
 
     def action_explain(self) -> None:
         code = self._code()

@@ -90,6 +90,37 @@ class LogPane(ScrollView, can_focus=True):
         self.marks: list[tuple[str, str]] = []  # (evidence text, style) from the log analyzer
         self._frame: tuple[Style, int] | None = None  # (own style, width) of this frame
         self.border_title = self.heading
+        self.wrap = False  # `w` on the launch screen: long lines wrap instead of scrolling
+        self._rows: list[tuple[int, int]] = []  # wrapped: (line index, first column) per row
+        self._rows_for: tuple[int, int, int] = (-1, -1, -1)  # (lines, total, width) of _rows
+
+    # --- wrapping (k9s's `w`) ----------------------------------------------
+    def set_wrap(self, wrap: bool) -> None:
+        """Wrap long lines at the pane's width (no sideways scrolling), or stop wrapping."""
+        self.wrap = wrap
+        self._rows_for = (-1, -1, -1)
+        self._relayout()
+        if self.follow:
+            self.scroll_to(y=self.max_scroll_y, animate=False)
+        self.refresh()
+
+    def _wrapped_rows(self, width: int) -> list[tuple[int, int]]:
+        key = (len(self.lines), self.total, width)
+        if key != self._rows_for:
+            rows: list[tuple[int, int]] = []
+            for i, (text, _) in enumerate(self.lines):
+                rows += [(i, start) for start in range(0, max(1, len(text)), width)]
+            self._rows, self._rows_for = rows, key
+        return self._rows
+
+    def _relayout(self) -> None:
+        width = self.scrollable_content_region.width
+        if self.wrap and width > 0:
+            size = Size(width, len(self._wrapped_rows(width)))
+        else:
+            size = Size(self._width, len(self.lines))
+        if size != self.virtual_size:
+            self._set_virtual_size(size)
 
     def add_lines(
         self, lines: Iterable[str | tuple[str, str | None]], arrived: int | None = None
@@ -119,9 +150,7 @@ class LogPane(ScrollView, can_focus=True):
         if widest > self._width:
             self._width = min(widest, MAX_WIDTH)
         at_end = self.follow
-        size = Size(self._width, len(self.lines))
-        if size != self.virtual_size:  # a full window keeps its size
-            self._set_virtual_size(size)
+        self._relayout()  # a full window keeps its size (unless wrapped)
         now = time.monotonic()
         if now - self._titled >= TITLE_EVERY_S:  # the count in the title, once a second
             self._titled = now
@@ -192,6 +221,11 @@ class LogPane(ScrollView, can_focus=True):
         widget, width = self._frame
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
+        if self.wrap:
+            rows = self._wrapped_rows(width)
+            if index >= len(rows):
+                return Strip.blank(width, widget)
+            index, scroll_x = rows[index]  # the row shows columns [start, start + width)
         if index >= len(self.lines):
             return Strip.blank(width, widget)
         text, style_name = self.lines[index]
@@ -238,6 +272,8 @@ class LogPane(ScrollView, can_focus=True):
         return out
 
     def on_resize(self) -> None:
+        if self.wrap:
+            self._relayout()
         if self.follow:  # the first layout after lines arrived (or a new size): the tail
             self.scroll_to(y=self.max_scroll_y, animate=False)
 
@@ -280,11 +316,17 @@ class LogPane(ScrollView, can_focus=True):
         if not self.search:
             return False
         start = int(self.scroll_offset.y) + 1
+        if self.wrap:
+            rows = self._wrapped_rows(self.scrollable_content_region.width)
+            start = rows[min(start, len(rows) - 1)][0] + 1 if rows else 0
         n = len(self.lines)
         for k in range(n):
             i = (start + k) % n
             if self.search in self.lines[i][0]:
                 self.follow = False
+                if self.wrap:  # the line's first row
+                    rows = self._wrapped_rows(self.scrollable_content_region.width)
+                    i = next(r for r, (line, _) in enumerate(rows) if line == i)
                 self.scroll_to(y=i, animate=False)
                 return True
         return False

@@ -37,6 +37,8 @@ class WizardScreen(Screen[None]):
         self.raw: dict[str, str] = {}  # question key -> the text/choice in its widget
         self.keys: tuple[str, ...] = ()
         self.generation = 0
+        self.shown_plan: Any | None = None  # the plan whose reasons the table lists
+        self._reason_width = 0
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -51,8 +53,6 @@ class WizardScreen(Screen[None]):
         yield KeyHelp()
 
     async def on_mount(self) -> None:
-        table = self.query_one("#wizard-reasons", DataTable)
-        table.add_columns("level", "code", "reason")
         await self.build_form()
         self.recompute()
 
@@ -174,14 +174,52 @@ class WizardScreen(Screen[None]):
             f" · NCCL {p.nccl or 'n/a'} · GIN type {p.gin_type if p.gin_type is not None else 'n/a'}",
         )
         self._verdict(head)
-        for i, r in enumerate(p.reasons):
-            table.add_row(
-                Text(r.level.value, LEVEL_STYLE.get(r.level.value, "")),
-                r.code,
-                r.message,
-                key=f"{i}:{r.code}",
-            )
+        self.shown_plan = p
+        self._reason_width = 0  # new rows: fill the table whatever its width
+        self.fill_reasons()
+        self.call_after_refresh(self.fill_reasons)  # again once the table has its real width
         self.app.set_plan(p)  # type: ignore[attr-defined]
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.fill_reasons)
+
+    def fill_reasons(self) -> None:
+        """The reasons, wrapped between words to the table's width (none is cut).
+
+        Wide: level, code and reason columns. Narrow (an 80-column terminal leaves the table
+        about 35): one column, the level and code on a line, the reason indented below.
+        """
+        from rich.console import Group
+        from rich.padding import Padding
+
+        from epdoctor.reports.layout import Words
+
+        table = self.query_one("#wizard-reasons", DataTable)
+        p = self.shown_plan
+        width = max(20, table.size.width - 2 or 36)  # less a vertical scrollbar
+        if p is None or width == self._reason_width:
+            return
+        self._reason_width = width
+        row = table.cursor_row
+        table.clear(columns=True)
+        wide = width >= 60
+        if wide:
+            table.add_column("level", key="level")
+            table.add_column("code", key="code")
+            table.add_column("reason", key="reason", width=width - 7 - 5 - 6)
+        else:
+            table.add_column("reasons", key="reason", width=width - 2)
+        for i, r in enumerate(p.reasons):
+            level = Text(r.level.value, LEVEL_STYLE.get(r.level.value, ""))
+            message = Text(r.message)
+            if wide:
+                cells: list[Any] = [level, r.code, message]
+            else:
+                head = level + Text(f" {r.code}", style="bold")
+                cells = [Group(head, Padding(Words(message, min_width=8), (0, 0, 0, 2)))]
+            table.add_row(*cells, key=f"{i}:{r.code}", height=None)
+        if p.reasons:
+            table.move_cursor(row=min(row, len(p.reasons) - 1))
 
     # --- actions ------------------------------------------------------------
     def _code(self) -> str | None:

@@ -117,3 +117,35 @@ class TestTour:
 
         app = EpdoctorApp(start="tour", target_argv=["--bundle", BUNDLE])
         assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES)
+class TestKeys:
+    def test_key_help_over_launch(self, snap_compare, size):
+        async def run_before(pilot):
+            pilot.app.set_focus(None)
+            await pilot.press("question_mark")
+            await pilot.pause(0.3)
+
+        app = EpdoctorApp(start="launch", diagnose_on_start=False)
+        assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES)
+class TestLaunchWrapped:
+    def test_long_lines_wrapped(self, snap_compare, size):
+        async def run_before(pilot):
+            screen = pilot.app.screen
+            for r in range(4):
+                for i in range(6):
+                    screen._sink(
+                        f"rank{r}",
+                        f"vm:{r}:{r} [{r}] NCCL INFO step {i}: NET/OFI Selected provider is efa, "
+                        "fabric is efa-direct (found 16 nics)",
+                    )
+            screen.flush()
+            await pilot.press("w")
+            await pilot.pause(0.5)
+
+        app = EpdoctorApp(start="launch", diagnose_on_start=False)
+        assert snap_compare(app, terminal_size=size, run_before=run_before)
