@@ -10,7 +10,8 @@ K202 rendezvous Service without publishNotReadyAddresses, K203 hugepages
 without a pre-allocation note, K204 privileged plus IPC_LOCK, K205 large
 emptyDir on node ephemeral storage, K206 mutable tag under IfNotPresent, K207
 EFA/GPU requests against the instance, K208 self-matching pgrep probes, K209
-QoS not Guaranteed; plus the env contract's own codes on container env.
+QoS not Guaranteed; plus the env contract's own codes on container env, and B415
+(placeholder images, epdoctor/lint/placeholder.py) on every `image:` field.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from epdoctor.lint.base import (
     linter,
 )
 from epdoctor.lint.envfile import REPORTED, is_contract
+from epdoctor.lint.placeholder import manifest_images
 
 CODES = ("K201", "K202", "K203", "K204", "K205", "K206", "K207", "K208", "K209")
 _KIND = re.compile(r"^kind:\s*\S", re.M)
@@ -151,6 +153,7 @@ def lint_manifest(file: RecipeFile, ctx: LintContext) -> Iterable[LintFinding]:
             severity=hit.level or hit.status.value,
         )
     yield from _env_contract(file, docs, objs)
+    yield from manifest_images(file, docs)
 
 
 def _env_contract(

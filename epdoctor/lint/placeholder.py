@@ -20,7 +20,6 @@ from typing import Any
 from epdoctor.lint.base import LintContext, LintFinding, RecipeFile, finding, linter
 from epdoctor.lint.dockerfile import TEMPLATE_SUFFIXES, is_dockerfile, parse
 from epdoctor.lint.envfile import is_env_file, parse_env_file
-from epdoctor.lint.manifest import is_manifest, parse_documents
 
 CODE = "B415"
 # What templates put where the operator's registry goes. A value with ${VAR} is chosen
@@ -50,14 +49,9 @@ def _message(what: str, value: str, part: str) -> str:
     )
 
 
-@linter("manifest", is_manifest)
-def lint_manifest_images(file: RecipeFile, ctx: LintContext) -> Iterable[LintFinding]:
-    if "{{" in file.text:
-        return  # a Helm/Go template: not YAML until rendered (the manifest linter says so)
-    try:
-        docs = parse_documents(file.text)
-    except Exception:
-        return  # the manifest linter reports a file it cannot parse
+def manifest_images(file: RecipeFile, docs: list[Any]) -> Iterator[LintFinding]:
+    """B415 on the parsed documents of a manifest (the manifest linter parses once and calls
+    this, so a file it cannot parse is skipped or reported once, by it)."""
     for doc in docs:
         for path, value in _images(doc.obj, ()):
             part = placeholder(value)
