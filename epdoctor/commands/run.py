@@ -3,8 +3,9 @@
 Nothing starts before the exact commands are shown and the operator said yes
 (`--yes` for scripts, `--dry-run` to print and exit). A read-only diagnose of
 every node runs first (`--no-preflight` skips it); a failing preflight stops
-the launch unless `--force`. Ctrl-C stops everything epdoctor started and says
-so; nothing is left running unless `--detach`.
+the launch unless `--force`. Ctrl-C, SIGTERM and SIGHUP (a dropped SSH session)
+stop everything epdoctor started and say so, and so does an error or the end of
+the run; nothing is left running unless `--detach`, which prints how to stop it.
 """
 
 from __future__ import annotations
@@ -158,7 +159,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the commands and exit")
     p.add_argument("--no-preflight", action="store_true", help="skip the read-only diagnose")
     p.add_argument("--force", action="store_true", help="launch even if the preflight fails")
-    p.add_argument("--detach", action="store_true", help="leave the processes running and exit")
+    p.add_argument(
+        "--detach",
+        action="store_true",
+        help="leave the processes running and exit, printing the command that stops them "
+        "(without it, everything started is stopped on any exit: Ctrl-C, SIGTERM, SIGHUP)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--no-live", action="store_true", help="no live panes, even in a terminal")
     p.add_argument(
@@ -184,9 +190,17 @@ class Out:
 
         self.json = bool(args.json)
         self.console = Console(stderr=self.json, highlight=False)
+        self.gone = False
 
     def print(self, *a: Any, **kw: Any) -> None:
-        self.console.print(*a, **kw)
+        # after SIGHUP the terminal may be gone: a line that cannot be written must not stop
+        # the cleanup that follows it
+        if self.gone:
+            return
+        try:
+            self.console.print(*a, **kw)
+        except OSError:
+            self.gone = True
 
 
 def load_plan(path: str | None) -> dict[str, Any]:
@@ -482,6 +496,15 @@ def stopped_note(out: Out, lines: list[str]) -> None:
         out.print(f"[yellow]stopped:[/yellow] {line}")
 
 
+def interrupted_note(out: Out, exc: BaseException, what: str = "") -> None:
+    """What ended the run (Ctrl-C, SIGTERM, SIGHUP) and that what it started is stopped."""
+    from epdoctor.launch.guard import signal_name
+
+    out.print(
+        f"interrupted ({signal_name(exc)}): {what or 'everything epdoctor started is stopped'}"
+    )
+
+
 # --------------------------------------------------------------------------- kernel test
 def run(args: argparse.Namespace) -> int:
     from epdoctor import exitcodes
@@ -496,11 +519,19 @@ def run(args: argparse.Namespace) -> int:
         "smoke": run_smoke,
         "bench": run_bench,
     }[what]
-    try:
-        return fn(args)
-    finally:
-        close_nodes(_OPEN)
-        _OPEN.clear()
+    from epdoctor.launch.guard import stop_on_signals
+    from epdoctor.launch.launcher import LaunchError
+
+    # SIGTERM and SIGHUP end the run as Ctrl-C does: what it started is stopped first
+    with stop_on_signals() as guard:
+        try:
+            return guard.exit_code(fn(args))
+        except LaunchError as exc:  # what was started is stopped by then
+            print(f"epdoctor run {what}: {exc}", file=sys.stderr)
+            return exitcodes.ERROR
+        finally:
+            close_nodes(_OPEN)
+            _OPEN.clear()
 
 
 def kernel_config(args: argparse.Namespace, plan: dict[str, Any], nodes: list[Any]) -> Any:
@@ -575,9 +606,11 @@ def run_kernel_test(args: argparse.Namespace) -> int:
         on_finding=finding_sink(args, out, board),
     )
     t0 = time.monotonic()
+    keep = False  # --detach: the one way out that leaves the ranks running
     try:
         krun.start()
         if args.detach:
+            keep = True
             return _detached(out, krun.group, cfg.run_dir)
         board.set_status("kernel test", "running", f"{cfg.world} ranks on {len(nodes)} node(s)")
 
@@ -586,12 +619,18 @@ def run_kernel_test(args: argparse.Namespace) -> int:
             return krun.step()
 
         live_loop(args, out, board, step)
-    except KeyboardInterrupt:
+        report = krun.finish()
+        return _show_kernel_report(out, report, krun.failed_early)
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP
         stopped_note(out, krun.stop())
-        out.print("interrupted: everything epdoctor started is stopped")
+        interrupted_note(out, exc)
         return exitcodes.INTERRUPTED
-    report = krun.finish()
-    return _show_kernel_report(out, report, krun.failed_early)
+    except Exception:  # a node that would not start, a lost connection: stop the others
+        stopped_note(out, krun.stop())
+        raise
+    finally:
+        if not keep:  # whatever else ends it: nothing it started outlives it
+            krun.stop()
 
 
 def _show_kernel_report(out: Out, report: Any, failed_early: bool) -> int:
@@ -605,6 +644,9 @@ def _show_kernel_report(out: Out, report: Any, failed_early: bool) -> int:
         print_gates(out, report.gates)
         for name, path in report.logs.items():
             out.print(f"[dim]log {name}: {path}[/dim]")
+        start = next((g for g in report.gates if g.name == "start"), None)
+        if start is not None:  # why it never ran: the finding, said last where it is read
+            out.print(f"[bold red]cause:[/bold red] {_esc(start.summary)} ({start.code})")
         out.print(f"kernel test: {_verdict(report.status.value)}")
     return exit_for(report.status)
 
@@ -657,8 +699,8 @@ def run_isolate(args: argparse.Namespace, out: Out, plan: dict[str, Any], nodes:
             ),
             expect_efa=args.expect_efa is not False and args.backend != "gloo",
         )
-    except KeyboardInterrupt:
-        out.print("interrupted: the running pair was stopped")
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP
+        interrupted_note(out, exc, "the running pair was stopped")
         return exitcodes.INTERRUPTED
     if out.json:
         print(json.dumps(iso.to_json(results, outliers), indent=2))
@@ -722,9 +764,14 @@ def _detached(out: Out, group: Any, rdir: str) -> int:
     for p in group.procs:
         out.print(
             f"detached: {p.name} pid {p.pid} (process group {p.pid}) log "
-            f"{p.node.name}:{p.spec.log_path}"
+            f"{p.node.name}:{p.spec.log_path}",
+            markup=False,
+            soft_wrap=True,
         )
-    out.print(f"stop them with: kill -TERM -- -PGID   (logs under {rdir})")
+    out.print(f"logs under {rdir}", markup=False, soft_wrap=True)
+    out.print("still running (--detach). Stop it later with:", markup=False)
+    for p in group.procs:
+        out.print(f"  {p.stop_command()}", markup=False, soft_wrap=True)
     return exitcodes.OK
 
 
@@ -858,6 +905,7 @@ def run_serve(args: argparse.Namespace) -> int:
         return code
     board = PaneBoard()
     srun = make_serve_run(args, out, cfg, board)
+    keep = False  # --detach after ready: the one way out that leaves the engine running
     try:
         gate = start_serving(args, out, srun, board)
         print_gates(out, [gate])
@@ -866,9 +914,10 @@ def run_serve(args: argparse.Namespace) -> int:
             _serve_json(out, srun, gate)
             return exitcodes.FINDINGS
         if args.detach:
+            keep = True
             _serve_json(out, srun, gate)
             return _detached(out, srun.group, cfg.run_dir)
-        out.print("ready: following the logs; Ctrl-C stops the engine")
+        out.print("ready: following the logs; Ctrl-C (or SIGTERM, SIGHUP) stops the engine")
 
         def follow() -> bool:
             srun.follow()
@@ -876,11 +925,18 @@ def run_serve(args: argparse.Namespace) -> int:
 
         live_loop(args, out, board, follow, poll_s=0.5)
         out.print("[red]the engine exited[/red]")
+        stopped_note(out, srun.stop())  # what is left of its process groups
         return exitcodes.FINDINGS
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP
         stopped_note(out, srun.stop())
-        out.print("interrupted: everything epdoctor started is stopped")
+        interrupted_note(out, exc)
         return exitcodes.INTERRUPTED
+    except Exception:  # a node that would not start, a lost connection: stop the others
+        stopped_note(out, srun.stop())
+        raise
+    finally:
+        if not keep:  # whatever else ends it: nothing it started outlives it
+            srun.stop()
 
 
 def _serve_json(out: Out, srun: Any, gate: Any) -> None:
@@ -988,18 +1044,20 @@ def run_bench(args: argparse.Namespace) -> int:
                 if srun is not None:
                     stopped_note(out, srun.stop())
                     current.clear()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP
         for srun in current:
             stopped_note(out, srun.stop())
-        out.print(
-            "interrupted: "
-            + (
-                "everything epdoctor started is stopped"
-                if cfgs
-                else "nothing of epdoctor's was running"
-            )
+        interrupted_note(
+            out,
+            exc,
+            "everything epdoctor started is stopped"
+            if cfgs
+            else "nothing of epdoctor's was running",
         )
         return exitcodes.INTERRUPTED
+    finally:
+        for srun in current:  # an error while one arm was starting: it is stopped too
+            srun.stop()
     doc = {"results": [r.to_json() for r in results], "baseline": args.ab}
     if args.output:
         os.makedirs(args.output, exist_ok=True)

@@ -66,6 +66,10 @@ class Proc(abc.ABC):
     @abc.abstractmethod
     def pid(self) -> int | None: ...
 
+    def stop_command(self) -> str:
+        """How an operator stops it later from this host (after --detach): its whole group."""
+        return f"kill -s TERM -- -{self.pid}"
+
 
 class Node(abc.ABC):
     """Where commands run."""

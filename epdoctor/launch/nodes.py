@@ -11,6 +11,8 @@ read: neither can start anything, and saying so beats launching elsewhere.
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 from collections import Counter
 from typing import Any
 
@@ -61,10 +63,43 @@ def remote_node(target: Any) -> ShellNode:
         except TargetError as exc:
             return None, b"", str(exc).encode()
 
-    node = ShellNode(target.info.name, target.info.kind, exec_fn)
+    node = ShellNode(target.info.name, target.info.kind, exec_fn, login_of(target))
     node.address = address_of(target)  # type: ignore[attr-defined]
     node.close = target.close  # type: ignore[method-assign]
     return node
+
+
+def login_of(target: Any) -> str:
+    """The command that runs a command on the target from this host ("" when unknown)."""
+
+    host = getattr(target, "host", None)
+    hostname = getattr(host, "hostname", None)
+    if target.info.kind == "ssh" and isinstance(hostname, str) and hostname:
+        port = getattr(host, "port", 22)
+        user = getattr(host, "user", "")
+        jump = ",".join(h.label() for h in getattr(host, "jump", ()) or ())
+        words = ["ssh"]
+        settings = getattr(target, "settings", None)
+        keys = getattr(settings, "identity_files", ()) or ()
+        if keys:  # -i KEY as given to epdoctor
+            words += ["-i", str(keys[0])]
+        known = str(getattr(getattr(settings, "policy", None), "user_file", "") or "")
+        if known and known != os.path.expanduser("~/.ssh/known_hosts"):
+            words += ["-o", f"UserKnownHostsFile={known}"]
+        if jump:
+            words += ["-J", jump]
+        if port and port != 22:
+            words += ["-p", str(port)]
+        words.append(f"{user}@{hostname}" if user else hostname)
+        return shlex.join(words)
+    if target.info.kind == "pod":
+        ns, name = getattr(target, "namespace", None), getattr(target, "name", None)
+        if ns and name:
+            words = ["kubectl", "exec", "-n", ns, name]
+            if getattr(target, "container", None):
+                words += ["-c", target.container]
+            return shlex.join([*words, "--"])
+    return ""
 
 
 def address_of(target: Any) -> str:

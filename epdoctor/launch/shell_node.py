@@ -100,6 +100,12 @@ class ShellProc(Proc):
         self._offset += len(data)
         return data
 
+    def stop_command(self) -> str:
+        kill = f"kill -s TERM -- -{self._pgid}"
+        if self.node.login:
+            return f"{self.node.login} {shlex.quote(kill)}"
+        return f"on {self.node.name}: {kill}"
+
     def stop(self, grace_s: float = 5.0) -> str:
         if self._stopped:
             return self._stopped
@@ -126,10 +132,13 @@ class ShellProc(Proc):
 
 
 class ShellNode(Node):
-    def __init__(self, name: str, kind: str, exec_fn: Exec) -> None:
+    def __init__(self, name: str, kind: str, exec_fn: Exec, login: str = "") -> None:
         self.name = name
         self.kind = kind
         self.exec = exec_fn
+        # the command line that runs a command there from this host (`ssh -p 2222 u@h`,
+        # `kubectl exec -n ns pod -c c --`): how a detached launch is stopped later
+        self.login = login
 
     def start(self, spec: ProcSpec) -> ShellProc:
         rc, out, err = self.exec(start_script(spec), b"", 30.0)
