@@ -122,8 +122,14 @@ def run(args: argparse.Namespace) -> int:
 
         if logs:
             logs_report.extend_report("text", None, logs, console())
-        text.render(console(), results, fleet, verbose=args.verbose)
-    code = exitcodes.for_results(results + ([_fleet_result(fleet)] if fleet else []), args.fail_on)
+        code = _exit_code(results, fleet, diagnoses, args.fail_on)
+        text.render(console(), results, fleet, args.verbose, exit_code=code, fail_on=args.fail_on)
+        return code
+    return _exit_code(results, fleet, diagnoses, args.fail_on)
+
+
+def _exit_code(results: list, fleet: list[Finding], diagnoses: list, fail_on: str) -> int:
+    code = exitcodes.for_results(results + ([_fleet_result(fleet)] if fleet else []), fail_on)
     if _probes_not_run(diagnoses) and code == exitcodes.OK:
         code = exitcodes.ERROR  # a target whose probe never ran was not diagnosed
     return code

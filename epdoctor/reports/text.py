@@ -67,11 +67,26 @@ def render_target(console: Console, r: TargetResult, verbose: bool = False) -> N
     console.print(Panel(body, title=title, title_align="left"))
 
 
+def exit_note(code: int, fail_on: str = "fail") -> str:
+    """The report's last line: what the exit status means (a newcomer reads 1 as a crash)."""
+    found = "failures found" if fail_on == "fail" else f"findings at {fail_on} or worse"
+    if code == 0:
+        none = "no failures" if fail_on == "fail" else f"no findings at {fail_on} or worse"
+        return f"exit 0: {none}; 1 = {found}, 2 = could not check"
+    if code == 1:
+        return f"exit 1: {found} (see above); 0 = none, 2 = could not check"
+    if code == 2:
+        return f"exit 2: could not check (see above); 0 = no failures, 1 = {found}"
+    return f"exit {code}"
+
+
 def render(
     console: Console,
     results: list[TargetResult],
     fleet: list[Finding] | None = None,
     verbose: bool = False,
+    exit_code: int | None = None,
+    fail_on: str = "fail",
 ) -> None:
     for r in results:
         render_target(console, r, verbose)
@@ -79,3 +94,5 @@ def render(
         from epdoctor.reports import fleet as fleet_report
 
         fleet_report.render_text(console, results, fleet or [], verbose)
+    if exit_code is not None:
+        console.print(Text(exit_note(exit_code, fail_on), style="dim"))
