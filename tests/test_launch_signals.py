@@ -125,9 +125,7 @@ def test_sigterm_and_sighup_stop_the_engine_on_this_host(tmp_path, sig, phase):
     try:
         pid = _engine_pid(tmp_path / "leader.log")
         if phase == "ready":
-            _wait(
-                lambda: "listening on" in (tmp_path / "leader.log").read_text(), what="listening"
-            )
+            _wait(lambda: "listening on" in (tmp_path / "leader.log").read_text(), what="listening")
             time.sleep(0.5)  # epdoctor saw it ready and follows the logs
         assert _alive(pid) and _engines(port) == [pid]
         p.send_signal(sig)

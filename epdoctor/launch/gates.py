@@ -15,6 +15,7 @@ The per-rank network facts are the log analyzer's (``epdoctor.facts.logs``
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,6 +74,66 @@ def exit_code_gate(codes: Mapping[str, int | None]) -> Gate:
             "D702",
         )
     return Gate("exit codes", Status.PASS, f"all {len(codes)} processes exited 0", ev)
+
+
+# What a node's log says when the test never got going: the interpreter lacks a module
+# (`python3 -m torch.distributed.run` without PyTorch: "Error while finding module
+# specification for 'torch.distributed.run' (ModuleNotFoundError: No module named 'torch')"),
+# the script is not there, or the interpreter itself is missing on that node.
+_START_FAILURES = (
+    ("module", re.compile(r"No module named '(?P<what>[\w.]+)'")),
+    ("file", re.compile(r"can't open file '(?P<what>[^']+)'")),
+    ("program", re.compile(r"^env: '(?P<what>[^']+)': No such file or directory")),
+)
+_WHAT_IT_IS = {"torch": "PyTorch", "deep_ep": "DeepEP", "tensorrt_llm": "TensorRT-LLM"}
+
+
+def start_failure(line: str) -> tuple[str, str] | None:
+    """(kind, what) when a log line says why a process could not start its test."""
+    for kind, rx in _START_FAILURES:
+        m = rx.search(line)
+        if m:
+            return kind, m.group("what")
+    return None
+
+
+def start_gate(
+    failures: Mapping[str, tuple[str, str, str]],
+    codes: Mapping[str, int | None],
+    python: str = "python3",
+) -> Gate | None:
+    """Why nodes never ran the test: the first such line of every node that exited non-zero.
+
+    ``failures`` maps a node's process name to (kind, what, log line). This is the cause
+    when it is there: the results, numerics and network gates only follow from it.
+    """
+    bad = {n: f for n, f in sorted(failures.items()) if codes.get(n) not in (None, 0)}
+    if not bad:
+        return None
+    kind, what, _ = next(iter(bad.values()))
+    if kind == "module":
+        top = what.split(".")[0]
+        name = _WHAT_IT_IS.get(top, f"module {top!r}")
+        summary = f"No module named {what!r} ({python} has no {name}): the test never started"
+        if top == "torch":
+            summary += "; --python names a python with PyTorch on every node"
+    elif kind == "file":
+        summary = f"the test script is not there ({what}): the test never started"
+    else:
+        summary = f"{what} is not installed on the node: the test never started"
+    nodes = ", ".join(bad)
+    return Gate(
+        "start",
+        Status.FAIL,
+        f"{nodes}: {summary}",
+        tuple(f"{n}: {line}" for n, (_, _, line) in bad.items()),
+        "D702",
+    )
+
+
+def not_reached(name: str, why: str) -> Gate:
+    """A gate the run never got to (the start gate says why)."""
+    return Gate(name, Status.SKIP, f"not reached: {why}")
 
 
 def parse_results(lines: Iterable[str]) -> dict[int, dict[str, Any]]:

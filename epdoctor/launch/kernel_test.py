@@ -37,10 +37,13 @@ from epdoctor.launch.gates import (
     NetworkExpectation,
     exit_code_gate,
     network_gate,
+    not_reached,
     numerics_gate,
     parse_results,
     rank_table,
     results_gate,
+    start_failure,
+    start_gate,
 )
 from epdoctor.launch.launcher import Group, LocalNode, Node, ProcSpec
 from epdoctor.launch.streams import Chunk, Follower, LineSplitter, WatchedDir, rank_of_line
@@ -190,6 +193,8 @@ class KernelTestRun:
         # the facts the gates read: one analyzer over every stream, ranks by host:pid
         self.logs = LogAnalyzer(transports=True)
         self.result_lines: list[str] = []  # only the EPDOCTOR_KERNEL_TEST lines are kept
+        # node -> (kind, what, line): the first line saying why its test could not start
+        self.start_failures: dict[str, tuple[str, str, str]] = {}
         self._factory = watch_factory
         self._watch: dict[str, Any] = {}
         self.on_finding = on_finding or (lambda source, f: None)
@@ -293,6 +298,10 @@ class KernelTestRun:
     def _line(self, source: str, line: str) -> None:
         if RESULT_MARKER in line:
             self.result_lines.append(line)
+        if source.startswith("node") and source not in self.start_failures:
+            failure = start_failure(line)
+            if failure:
+                self.start_failures[source] = (*failure, line.strip()[:300])
         pane = source
         if source.startswith("node") and " " not in source:
             i = int(source[4:])
@@ -318,16 +327,27 @@ class KernelTestRun:
             )
         report.gates.append(g_exit)
         ranks = self.logs.facts.nccl_ranks()
+        results = parse_results(self.result_lines)
+        g_start = start_gate(self.start_failures, codes, cfg.python)
+        if g_start is not None:
+            report.gates.insert(0, g_start)  # the cause comes first
+        # no rank said anything because none started: the other gates were never reached
+        unreached = g_start is not None and not results and not ranks
+        why = "the test never started (see start)"
         if cfg.kind in ("builtin", "trtllm"):
-            results = parse_results(self.result_lines)
-            report.gates.append(results_gate(results, cfg.world))
-            report.gates.append(numerics_gate(results))
+            if unreached:
+                report.gates += [not_reached("results", why), not_reached("numerics", why)]
+            else:
+                report.gates.append(results_gate(results, cfg.world))
+                report.gates.append(numerics_gate(results))
             nets = _rank_nets(ranks, results)
             report.per_rank = rank_table(results, nets, cfg.world)
         if cfg.kind == "builtin" and cfg.backend == "gloo":
             report.gates.append(
                 Gate("network", Status.SKIP, "gloo backend: NCCL not used, no network gate")
             )
+        elif unreached:
+            report.gates.append(not_reached("network", why))
         else:
             report.gates.append(network_gate(ranks, cfg.world, cfg.expect))
         if cfg.counters:

@@ -182,6 +182,14 @@ class Session:
         if self.stopping:
             return self._interrupted()
         report = krun.finish()
+        # the run's own row ends with its verdict; a test that never started says why there
+        start = next((g for g in report.gates if g.name == "start"), None)
+        self.on_gate(
+            "kernel test",
+            report.status.value,
+            start.summary if start else f"ended after {time.monotonic() - t0:.0f}s",
+            start.code if start else None,
+        )
         return Outcome("kernel-test", report.status.value, report.gates, report.stopped)
 
     def _serve(self) -> Outcome:
