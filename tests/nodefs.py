@@ -86,6 +86,7 @@ class FakeNode:
 
     def __init__(self, root: Path):
         self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)  # an empty node is still a folder
         self.bin = self.root.parent / (self.root.name + "-bin")
         self.bin.mkdir(parents=True, exist_ok=True)
         self.env: dict[str, str] = {"PATH": f"{self.bin}:/usr/bin:/bin", "HOME": "/root"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -80,7 +80,16 @@ def context_from(args: argparse.Namespace) -> Context:
     )
 
 
-def probe_options_from(args: argparse.Namespace) -> ProbeOptions:
+def probe_options_from(args: argparse.Namespace, targets: Sequence[Any] = ()) -> ProbeOptions:
+    """The probe's flags; a --root that this host is to read must be a folder here (for SSH
+    hosts and pods it names a folder over there, which only the probe can judge)."""
+    root = args.root
+    if root and any(t.info.kind == "local" for t in targets) and not os.path.isdir(root):
+        from epdoctor.model import EpdoctorError
+        from epdoctor.safeio import plain
+
+        why = "is not a folder" if os.path.exists(root) else "no such folder"
+        raise EpdoctorError(f"--root {plain(root)}: {why} (a mounted host root or unpacked image)")
     return ProbeOptions(
         pids=tuple(args.pid), all_pids=args.all_pids, timeout_s=args.timeout, root=args.root
     )

@@ -62,7 +62,11 @@ def run(args: argparse.Namespace) -> int:
             raise EpdoctorError(f"cannot read log {path}: {exc.strerror or exc}") from exc
     with progress(True, len(targets)) as cb:
         diagnoses = diagnose_many(
-            targets, Context(), probe_options_from(args), parallel=args.parallel, progress=cb
+            targets,
+            Context(),
+            probe_options_from(args, targets),
+            parallel=args.parallel,
+            progress=cb,
         )
     for d in diagnoses:
         if d.result.error:
