@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from epdoctor.model import TargetInfo
+from epdoctor.safeio import plain
 from epdoctor.targets.base import ProbeOptions, ProbeOutput, Target, TargetError
 from epdoctor.targets.logstream import LogStream
 from epdoctor.targets.probe_script import node_probe_source
@@ -151,7 +152,7 @@ class KubeSession:
         from kubernetes import client, config
         from kubernetes.config.config_exception import ConfigException
 
-        path = kubeconfig or _kubeconfig_path()
+        path = _checked_file(kubeconfig, "--kubeconfig") if kubeconfig else _kubeconfig_path()
         if path:
             try:
                 contexts, active = config.list_kube_config_contexts(config_file=path)
@@ -331,13 +332,29 @@ def _api_message(exc: Any) -> str:
 
 
 def _kubeconfig_path() -> str | None:
+    """The first file KUBECONFIG names, else ~/.kube/config. Like kubectl, a KUBECONFIG that is
+    set never falls back to ~/.kube/config: one that names no file is an error of its own."""
     env = os.environ.get("KUBECONFIG")
     if env:
-        first = next((p for p in env.split(os.pathsep) if p and os.path.exists(p)), None)
+        paths = [p for p in env.split(os.pathsep) if p]
+        first = next((p for p in paths if os.path.exists(p)), None)
         if first:
-            return first
+            return _checked_file(first, "KUBECONFIG")
+        if paths:
+            raise TargetError(
+                f"KUBECONFIG={plain(env)}: no such file (point it at a kubeconfig, "
+                "or unset it to use ~/.kube/config)"
+            )
     home = os.path.expanduser("~/.kube/config")
     return home if os.path.exists(home) else None
+
+
+def _checked_file(path: str, where: str) -> str:
+    if os.path.isdir(path):
+        raise TargetError(f"{where} {plain(path)}: is a folder, not a kubeconfig file")
+    if not os.path.exists(path):
+        raise TargetError(f"{where} {plain(path)}: no such file")
+    return path
 
 
 def _read(path: str) -> str:
