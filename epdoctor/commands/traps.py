@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from epdoctor import exitcodes
 
@@ -23,7 +24,8 @@ def register(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from epdoctor import knowledge
 
-    traps = sorted(knowledge.all_traps(), key=lambda t: t.code)
+    every = sorted(knowledge.all_traps(), key=lambda t: t.code)
+    traps = every
     if args.layer:
         traps = [
             t
@@ -37,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
         traps = [
             t for t in traps if q in " ".join((t.code, t.title, t.symptom, t.why, t.name)).lower()
         ]
+    if not traps:  # a filter that matched nothing is wrong input, not an empty catalogue
+        return _nothing_matched(args, every)
     if args.json:
         print(json.dumps([t.to_json() for t in traps], indent=2))
         return exitcodes.OK
@@ -53,3 +57,17 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(t.code, t.layer, t.severity, t.title)
     console().print(table)
     return exitcodes.OK
+
+
+def _nothing_matched(args: argparse.Namespace, every: list) -> int:
+    from epdoctor.safeio import plain
+
+    asked = [f"--layer {args.layer}"] if args.layer else []
+    asked += [f"--severity {args.severity}"] if args.severity else []
+    asked += [repr(args.query)] if args.query else []
+    layers = ", ".join(sorted({t.layer for t in every}))
+    print(
+        f"epdoctor traps: no trap matches {plain(' '.join(asked))} (layers: {layers})",
+        file=sys.stderr,
+    )
+    return exitcodes.ERROR
