@@ -21,6 +21,7 @@ from epdoctor.model import EpdoctorError, Finding
 from epdoctor.redact import redact_obj, redact_text
 
 NAME = "diagnose"
+FORMATS = ("text", "json", "markdown", "junit")
 HELP = "diagnose this host (default), SSH hosts, Kubernetes pods or a saved bundle (read-only)"
 
 
@@ -29,12 +30,21 @@ def register(p: argparse.ArgumentParser) -> None:
 
     out = p.add_mutually_exclusive_group()
     out.add_argument(
-        "--json",
-        action="store_true",
-        help="print the report as JSON (schema in docs/json-schema.md)",
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="text (default), json (schema in docs/json-schema.md), markdown (for a GitHub "
+        "issue) or junit (JUnit XML for CI: one test case per check and target)",
     )
     out.add_argument(
-        "--markdown", action="store_true", help="print the report as Markdown for a GitHub issue"
+        "--json", dest="format", action="store_const", const="json", help="same as --format json"
+    )
+    out.add_argument(
+        "--markdown",
+        dest="format",
+        action="store_const",
+        const="markdown",
+        help="same as --format markdown",
     )
     p.add_argument(
         "-v", "--verbose", action="store_true", help="also show passed and not-applicable checks"
@@ -84,9 +94,9 @@ def run(args: argparse.Namespace) -> int:
     except TargetError as exc:
         raise EpdoctorError(str(exc)) from exc
     ctx = context_from(args)
-    with progress(not (args.json or args.markdown), len(targets)) as cb:
+    with progress(args.format == "text", len(targets)) as cb:
         diagnoses = diagnose_many(
-            targets, ctx, probe_options_from(args), parallel=args.parallel, progress=cb
+            targets, ctx, probe_options_from(args, targets), parallel=args.parallel, progress=cb
         )
     results = [d.result for d in diagnoses]
     fleet = _fleet_findings(diagnoses)
@@ -103,14 +113,18 @@ def run(args: argparse.Namespace) -> int:
         for r in results:  # log lines are redacted as they enter the log facts; again here
             r.findings = [_redacted(f) for f in r.findings]
     context = {"transport": args.transport, "engine": args.engine, "instance": args.instance}
-    if args.json:
+    if args.format == "junit":
+        from epdoctor.reports import junit
+
+        sys.stdout.write(junit.render(results, fleet, args.fail_on) + "\n")
+    elif args.format == "json":
         from epdoctor.reports import json_report
 
         out = json_report.render(results, context, fleet)
         if logs:  # the per-rank part joins the report: redacted with it, not after it
             out = _redacted_json(logs_report.extend_report("json", out, logs))
         sys.stdout.write(out + "\n")
-    elif args.markdown:
+    elif args.format == "markdown":
         from epdoctor.reports import markdown
 
         out = markdown.render(results, context, fleet, verbose=args.verbose)

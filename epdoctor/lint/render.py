@@ -1,4 +1,4 @@
-"""One renderer per output format for lint reports: text, JSON, SARIF 2.1.0."""
+"""One renderer per output format for lint reports: text, JSON, SARIF 2.1.0, JUnit XML."""
 
 from __future__ import annotations
 
@@ -139,3 +139,51 @@ def dump(doc: dict[str, object], stream: TextIO | None = None) -> None:
     stream = stream or sys.stdout
     json.dump(doc, stream, indent=2)
     stream.write("\n")
+
+
+def to_junit(report: LintReport, fail_on: str = "warn") -> str:
+    """JUnit XML: a suite per recipe file, a case per finding (a file without findings passes
+    as one case); at or above --fail-on is a failure, a suppressed finding is skipped."""
+    from epdoctor.reports.junit import Case, Suite, document
+
+    threshold = rank(fail_on)
+    suites: dict[str, Suite] = {
+        f.rel: Suite(f.rel, properties={"kinds": ",".join(f.kinds)})
+        for f in report.files
+        if f.kinds
+    }
+    for f in report.findings:
+        level = f.level()
+        title = _title(f.code)
+        case = Case(
+            name=f"{f.code} {title}",
+            classname=f"epdoctor.lint.{f.path}",
+            message=f"{f.code} [{level}] {f.message}",
+            body=f"{f.path}:{f.line}:{f.column}: {f.message}\nepdoctor explain {f.code}",
+            kind=level,
+            attrs={"file": f.path, "line": str(f.line)},
+        )
+        if f.suppressed is not None:
+            case.outcome, case.message = "skipped", f"suppressed: {f.suppressed}"
+        elif rank(level) >= threshold:
+            case.outcome = "failure"
+        elif level == "unknown":
+            case.outcome = "skipped"
+        suites.setdefault(f.path, Suite(f.path)).cases.append(case)
+    for s in suites.values():
+        if not s.cases:
+            s.cases.append(Case("no findings", f"epdoctor.lint.{s.name}"))
+    out = list(suites.values())
+    if report.errors or report.skipped:
+        other = Suite("not checked")
+        other.cases += [Case("lint", "epdoctor.lint", "error", e) for e in report.errors]
+        other.cases += [Case("read", "epdoctor.lint", "skipped", s) for s in report.skipped]
+        out.append(other)
+    return document("epdoctor lint", out)
+
+
+def _title(code: str) -> str:
+    try:
+        return knowledge.get(code).title
+    except KeyError:
+        return code
