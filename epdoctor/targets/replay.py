@@ -5,6 +5,9 @@ Layout of a bundle (a .tar.gz):
     targets/<n>/probe.json         the node probe's output, already redacted
     targets/<n>/logs/<name>        optional log files captured with the probe
 Each manifest target entry: {"name", "kind", "dir": "targets/<n>", "detail": {...}}.
+
+The node probe's own output (`python3 probes/node_probe.py > node.json` on a node that cannot
+install epdoctor) replays too: one target, named after the host it ran on.
 """
 
 from __future__ import annotations
@@ -157,8 +160,41 @@ class BundleTarget(Target):
             yield data
 
 
+PROBE_NAME = "epdoctor-node-probe"
+
+
+def _probe_document(path: str) -> tuple[dict[str, object], dict[str, bytes]] | None:
+    """A file of probe JSON as one-target bundle contents; None when it is not JSON."""
+    check_source(path, "bundle")
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(4096).lstrip()[:1] != b"{":  # a tar or gzip archive: read as a bundle
+                return None
+            fh.seek(0)
+            data = read_capped(fh, MAX_MEMBER, f"bundle {path}")
+    except OSError as exc:
+        raise TargetError(f"cannot read bundle {path}: {exc}") from exc
+    doc = loads_json(data, path, MAX_DEPTH)
+    if not isinstance(doc, dict) or doc.get("probe") != PROBE_NAME:
+        raise TargetError(
+            f"{path}: JSON, but neither node probe output (probes/node_probe.py) "
+            "nor an epdoctor bundle (a .tar.gz from epdoctor collect)"
+        )
+    sections = doc.get("sections")
+    system = sections.get("system") if isinstance(sections, dict) else None
+    host = system.get("hostname") if isinstance(system, dict) else None
+    entry = {
+        "name": str(host or path),
+        "kind": "local",
+        "dir": "targets/0",
+        "detail": {"probe output": path},
+    }
+    return {"format": FORMAT, "targets": [entry]}, {"targets/0/probe.json": data}
+
+
 def bundle_targets(path: str) -> list[BundleTarget]:
-    manifest, files = open_bundle(path)
+    probe = _probe_document(path)
+    manifest, files = probe if probe is not None else open_bundle(path)
     entries = manifest.get("targets") or []
     if not entries:
         raise TargetError(f"{path}: bundle lists no targets")

@@ -34,7 +34,8 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         action="append",
         default=[],
-        help="replay a saved bundle (from `epdoctor collect`) instead of probing live",
+        help="replay a saved bundle (from `epdoctor collect`) or the node probe's JSON "
+        "(python3 probes/node_probe.py > node.json) instead of probing live",
     )
     for mod in _providers():
         mod.add_arguments(parser)
