@@ -265,21 +265,24 @@ def _title(
 
 
 def tier(code: str, key: str) -> int:
-    """0 root causes, 1 network / plugin verdicts, 2 symptoms, 3 waits, 4 unrecognised lines,
-    5 summaries.
+    """0 root causes, 1 plugin verdicts, 2 network verdicts, 3 symptoms, 4 waits,
+    5 unrecognised lines, 6 summaries.
 
-    A wait (a collective watchdog timeout) follows from a peer that died or hung: a crash
-    anywhere says more. A summary (torchrun's "child failed") never says why: even an
-    unrecognised error line of the rank says more.
+    A plugin that was not found or did not start explains the network a rank fell back to. A
+    wait (a collective watchdog timeout, a peer that went away) follows from a peer that died
+    or hung: a crash anywhere says more. A summary (torchrun's "child failed") never says why:
+    even an unrecognised error line of the rank says more.
     """
     if code in SUMMARY_CODES or ":triage:summary:" in key:
-        return 5
+        return 6
     if code in GENERIC_CODES:
-        return 4
+        return 5
     if code in WAIT_CODES or (code == "T803" and ":triage:symptom:" in key):
-        return 3  # a timeout, or a peer that went away: a death elsewhere explains them
-    if code in SYMPTOM_CODES or ":triage:symptom:" in key:
+        return 4
+    if code in SYMPTOM_CODES or ":triage:symptom:" in key or key.startswith("T802:if-onehost:"):
+        return 3
+    if code.startswith(("T7", "F2")) or key.startswith("T802:if:"):
         return 2
-    if code in FACT_CODES or code.startswith(("T7", "F2")):
+    if code in FACT_CODES:
         return 1
-    return 0 if ":triage:" in key or code not in FACT_CODES else 1
+    return 0

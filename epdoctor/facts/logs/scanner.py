@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import BinaryIO
 
 from epdoctor.facts.logs.signatures import ANCHORS
@@ -249,7 +249,9 @@ class Feeder:
         return out
 
 
-def iter_stream(f: BinaryIO, chunk: int = CHUNK) -> Iterator[Candidate]:
+def iter_stream(
+    f: BinaryIO, chunk: int = CHUNK, stats: ScanStats | None = None
+) -> Iterator[Candidate]:
     feeder = Feeder()
     while True:
         data = f.read(chunk)
@@ -257,6 +259,9 @@ def iter_stream(f: BinaryIO, chunk: int = CHUNK) -> Iterator[Candidate]:
             break
         yield from feeder.feed(data)
     yield from feeder.close()
+    if stats is not None:  # every line, not only the last candidate's number
+        stats.bytes += feeder.bytes
+        stats.lines += feeder.lines
 
 
 def _gunzip(raw: BinaryIO, chunk: int = CHUNK) -> Iterator[bytes]:
@@ -290,11 +295,13 @@ def _gunzip(raw: BinaryIO, chunk: int = CHUNK) -> Iterator[bytes]:
         raise EOFError("compressed file ended before the end-of-stream marker (truncated .gz)")
 
 
-def _iter_gzip(raw: BinaryIO) -> Iterator[Candidate]:
+def _iter_gzip(raw: BinaryIO, stats: ScanStats) -> Iterator[Candidate]:
     feeder = Feeder()
     for data in _gunzip(raw):
         yield from feeder.feed(data)
     yield from feeder.close()
+    stats.bytes += feeder.bytes
+    stats.lines += feeder.lines
 
 
 def scan_range(
@@ -357,11 +364,11 @@ def iter_path(
     """Candidates of a file, '-' (stdin) or a .gz, in line order."""
     stats = stats or ScanStats()
     if path == "-":
-        yield from _counted(iter_stream(sys.stdin.buffer), stats, None)
+        yield from iter_stream(sys.stdin.buffer, stats=stats)
         return
     if path.endswith(".gz"):
         with open(path, "rb") as raw:
-            yield from _counted(_iter_gzip(raw), stats, None)
+            yield from _iter_gzip(raw, stats)
         return
     size = os.path.getsize(path)
     if not (parallel and size >= PARALLEL_MIN and _can_fork()):
@@ -375,14 +382,6 @@ def iter_path(
         return
     mid = _split_point(path, size)
     yield from _parallel(path, size, mid, stats)
-
-
-def _counted(it: Iterable[Candidate], stats: ScanStats, _: None) -> Iterator[Candidate]:
-    last = 0
-    for c in it:
-        last = c[0]
-        yield c
-    stats.lines += last
 
 
 def _can_fork() -> bool:
