@@ -65,8 +65,6 @@ def render_trap(t: Trap) -> list[str]:
         out += ["Change (edits a node or an image; epdoctor shows these, never runs them):", ""]
         out += [f"- `{c}`" if "`" not in c else f"- {c}" for c in t.fix_change]
         out.append("")
-    if t.seeds:
-        out += ["Seeds: " + ", ".join(f"`{s}`" for s in t.seeds), ""]
     if t.references:
         out += ["References: " + "; ".join(_md(r) for r in t.references), ""]
     out += [f"`epdoctor explain {t.code}`", ""]

@@ -47,7 +47,7 @@ def trap_markdown(t: Trap, finding: Any | None = None) -> str:
         out += ["### Versions", "", t.versions, ""]
     if t.transports or t.engines:
         out += ["### Applies to", "", ", ".join([*t.transports, *t.engines]), ""]
-    refs = [*(f"seed {s}" for s in t.seeds), *t.references]
+    refs = list(t.references)
     if refs:
         out += ["### References", ""] + [f"- {r}" for r in refs] + [""]
     return "\n".join(out)

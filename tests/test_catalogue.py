@@ -1,5 +1,5 @@
 """The trap catalogue as data: every file parses, codes are well-formed and unique,
-required sections are present, cited seeds exist, and every code that a check or a
+required sections are present, references are URLs, and every code that a check or a
 lint rule can emit is defined."""
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ else:  # pragma: no cover
 
 REPO = Path(__file__).resolve().parent.parent
 TRAPS = REPO / "epdoctor" / "knowledge" / "traps"
-SEED_DIRS = [REPO.parent / "shared" / "seeds", Path("/work/shared/seeds")]
-SEED_NAME = re.compile(r"^\d{3}_[0-9a-f]{16}\.txt$")
 FILES = sorted(TRAPS.glob("*.toml"))
 
 
@@ -65,20 +63,30 @@ def test_redirects_point_at_live_codes_and_are_not_reused():
         assert new in live, f"{old} redirects to {new}, which does not exist"
 
 
-def _seed_dir() -> Path | None:
-    return next((d for d in SEED_DIRS if d.is_dir()), None)
+REFERENCE_RECIPES = {  # the public review threads the catalogue's knowledge comes from
+    "https://github.com/awslabs/awsome-distributed-ai/pull/1230",
+    "https://github.com/awslabs/awsome-distributed-ai/pull/1231",
+    "https://github.com/awslabs/awsome-distributed-ai/pull/1240",
+    "https://github.com/awslabs/awsome-distributed-ai/pull/1256",
+}
+URL = re.compile(r"https?://[^\s/]+\.[^\s/]+(/\S*)?")
 
 
-def test_cited_seeds_exist():
-    seeds_dir = _seed_dir()
-    cited = {s for t in knowledge.all_traps() for s in t.seeds}
-    assert cited, "the catalogue cites its seeds"
-    for s in cited:
-        assert SEED_NAME.match(s), f"seed {s!r} is not a seed file name"
-    if seeds_dir is None:
-        pytest.skip("no seeds folder next to the repository")
-    missing = sorted(s for s in cited if not (seeds_dir / s).is_file())
-    assert not missing, f"cited seeds not in {seeds_dir}: {missing}"
+def test_every_reference_is_a_url_users_can_open():
+    bad = [
+        f"{t.code}: {r!r}"
+        for t in knowledge.all_traps()
+        for r in t.references
+        if not URL.fullmatch(r)
+    ]
+    assert not bad, "references are http(s) URLs:\n" + "\n".join(bad)
+    cited = {r for t in knowledge.all_traps() for r in t.references}
+    assert cited >= REFERENCE_RECIPES, "the catalogue cites the reference recipes' pull requests"
+
+
+def test_no_trap_keeps_a_seeds_list():
+    has = [p.stem for p in FILES if "seeds" in tomllib.loads(p.read_text(encoding="utf-8"))]
+    assert not has, f"cite the pull request's URL in references instead: {has}"
 
 
 def test_every_code_a_registered_check_emits_exists():
@@ -150,3 +158,64 @@ def test_every_detected_trap_is_tested():
         if not t.explain_only and not re.search(rf"\b{t.code}\b", src)
     ]
     assert not missing, f"no test names these detected codes: {missing}"
+
+
+# Words that mean nothing outside this repository: a source-folder file name, "seed(s)" as the
+# name of a reference (random seeds and "seeded" routing are fine), its "Layer 5b".
+FOREIGN = re.compile(
+    r"\b\d{3}_[0-9a-f]{16}\.txt\b|\bseeds?\b(?!\s*[=:(,)]|\s*\*)|\bseed's|\bLayer 5b\b", re.I
+)
+USER_FACING = [  # what users read: explain, docs, reports, plans, CLI help, the TUI
+    REPO / "README.md",
+    *sorted((REPO / "docs").rglob("*.md")),
+    *sorted(p for p in TRAPS.glob("*.toml")),
+    *sorted((REPO / "epdoctor" / "plan" / "data").glob("*.toml")),
+    REPO / "epdoctor" / "knowledge" / "tour.toml",
+]
+USER_STRINGS = [  # Python whose string literals users read (help, reasons, report lines)
+    *sorted((REPO / "epdoctor" / "reports").glob("*.py")),
+    *sorted((REPO / "epdoctor" / "commands").glob("*.py")),
+    REPO / "epdoctor" / "cli.py",
+    REPO / "epdoctor" / "plan" / "rules.py",
+    *sorted((REPO / "screens").glob("*.py")),
+]
+
+
+def _string_literals(path: Path) -> list[tuple[int, str]]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out.append((node.lineno, node.value))
+    return out
+
+
+def test_user_facing_text_cites_nothing_users_cannot_open():
+    hits = []
+    for path in USER_FACING:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if FOREIGN.search(line):
+                hits.append(f"{path.relative_to(REPO)}:{n}: {line.strip()[:120]}")
+    for path in USER_STRINGS:
+        for n, text in _string_literals(path):
+            if FOREIGN.search(text):
+                hits.append(f"{path.relative_to(REPO)}:{n}: {text.strip()[:120]}")
+    assert not hits, "say 'the reference recipe' and cite its pull request's URL:\n" + "\n".join(
+        hits
+    )
+
+
+def test_explain_lists_urls_as_references():
+    import subprocess
+
+    r = subprocess.run(
+        [sys.executable, "-m", "epdoctor", "explain", "L103"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    refs = r.stdout.split("References", 1)[1]
+    assert "https://github.com/awslabs/awsome-distributed-ai/pull/1230" in refs
+    assert not FOREIGN.search(r.stdout)

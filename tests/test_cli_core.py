@@ -150,7 +150,7 @@ def test_explain_and_traps():
         "Safe to run",
         "How epdoctor detects it",
         "References",
-        "001_865d1869f4e6c2f4.txt",
+        "https://github.com/awslabs/awsome-distributed-ai/pull/1230",
     ):
         assert part in r.stdout
     j = json.loads(epdoctor("explain", "L101", "--json").stdout)

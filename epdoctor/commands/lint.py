@@ -1,4 +1,4 @@
-"""`epdoctor lint PATH...`: read a recipe folder the way the seeds' reviewers did."""
+"""`epdoctor lint PATH...`: read a recipe folder the way the reference recipes' reviewers did."""
 
 from __future__ import annotations
 

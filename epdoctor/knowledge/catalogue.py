@@ -56,8 +56,7 @@ class Trap:
     versions: str = ""
     transports: tuple[str, ...] = ()
     engines: tuple[str, ...] = ()
-    seeds: tuple[str, ...] = ()
-    references: tuple[str, ...] = ()
+    references: tuple[str, ...] = ()  # public URLs: the pull request, issue, doc or source
     status: str = "stable"
     extra: dict[str, object] = field(default_factory=dict)
 
@@ -88,7 +87,6 @@ class Trap:
             "versions": self.versions,
             "transports": list(self.transports),
             "engines": list(self.engines),
-            "seeds": list(self.seeds),
             "references": list(self.references),
             "status": self.status,
         }
@@ -128,7 +126,6 @@ def parse_trap(code: str, data: dict[str, object]) -> Trap:
         "versions",
         "transports",
         "engines",
-        "seeds",
         "references",
         "status",
     }
@@ -147,7 +144,6 @@ def parse_trap(code: str, data: dict[str, object]) -> Trap:
         versions=str(data.get("versions", "")).strip(),
         transports=_tup(data, "transports"),
         engines=_tup(data, "engines"),
-        seeds=_tup(data, "seeds"),
         references=_tup(data, "references"),
         status=str(data.get("status", "stable")),
         extra={k: v for k, v in data.items() if k not in known},

@@ -45,7 +45,7 @@ class Engine:
     uses_deepep: bool
     serve_ep: str
     measured: tuple[tuple[str, str], ...]
-    seeds: tuple[str, ...]
+    recipe: str  # the reference recipe it was measured on: a public pull request URL
     image: str
     vllm_pin: str = ""
     vllm_graphs_pin: str = ""
@@ -96,7 +96,6 @@ def engines() -> dict[str, Engine]:
         d["transports"] = tuple(d["transports"])
         d["modes"] = tuple(d["modes"])
         d["measured"] = tuple(tuple(m) for m in d["measured"])
-        d["seeds"] = tuple(d["seeds"])
         if d["default_transport"] not in d["transports"]:  # a data error, caught by the tests
             raise ValueError(f"engines.toml: {key}'s default_transport is not one it runs on")
         out[key] = Engine(key=key, **d)

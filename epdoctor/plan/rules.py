@@ -89,7 +89,7 @@ def nccl_version(c: Ctx) -> Iterator[Reason]:
             "T101",
             Level.BLOCKER,
             f"NCCL {v} has no NCCL_GIN_TYPE={c.transport.gin_type} (EFA_GDA arrives in "
-            f"{c.transport.nccl_min}); the plan does not write the seed's pre-release type "
+            f"{c.transport.nccl_min}); the plan does not write the reference recipe's pre-release type "
             f"{c.transport.legacy_gin_type}.",
         )
         yield _r("T102", Level.INFO, c.transport.legacy_note)
@@ -128,7 +128,7 @@ def nccl_version(c: Ctx) -> Iterator[Reason]:
         yield _r(
             "C510",
             Level.INFO,
-            f"Planned on NCCL {v}, the version the seeds ran the CPU proxy on end to end; "
+            f"Planned on NCCL {v}, the version the reference recipes ran the CPU proxy on end to end; "
             "aws-ofi-nccl's gin-getting-started now names NCCL >= 2.31.2 as its base "
             "(pass --nccl 2.31.2 to follow it; NCCL_GIN_TYPE=2 is unchanged).",
         )
@@ -180,7 +180,7 @@ def execution_mode(c: Ctx) -> Iterator[Reason]:
             "E503",
             Level.CAVEAT,
             f"vLLM {commit.sha} carries #52632, so CUDA graphs are expected to work; the "
-            "seeds' published tables are eager and non-eager was not re-measured at this pin.",
+            "reference recipes' published tables are eager and non-eager was not re-measured at this pin.",
         )
 
 
@@ -191,7 +191,7 @@ def trtllm_single_node_serve(c: Ctx) -> Iterator[Reason]:
     where = (
         "on VPC-CNI pods mpirun's out-of-band bootstrap cannot reach across /32 pod networks"
         if c.inp.target == "kubernetes"
-        else "a node-spanning trtllm-serve needs an mpirun bootstrap the seeds never ran"
+        else "a node-spanning trtllm-serve needs an mpirun bootstrap the reference recipes never ran"
     )
     yield _r(
         "E502",
@@ -208,7 +208,7 @@ def deepep_on_sm103(c: Ctx) -> Iterator[Reason]:
             "D504",
             Level.CAVEAT,
             f"{c.instance.type} is sm_103: DeepEP's JIT maps every major-10 GPU to sm_100f and "
-            "ptxas (CUDA 13.0) rejected the PTX at the seeds' DeepEP pin; build the in-pod "
+            "ptxas (CUDA 13.0) rejected the PTX at the reference recipes' DeepEP pin; build the in-pod "
             "_C.so and run the kernel test before serving.",
         )
 
@@ -233,14 +233,14 @@ def measured(c: Ctx) -> Iterator[Reason]:
         yield _r(
             "M508",
             Level.CAVEAT,
-            f"No seed ran {c.engine.label} over {c.transport.label} on {c.instance.type} end to "
+            f"No reference recipe ran {c.engine.label} over {c.transport.label} on {c.instance.type} end to "
             f"end (they ran: {ran}); planned from the mechanism, so run every gate.",
         )
     if c.engine.key in ("vllm", "dynamo") and pair in c.engine.measured:
         yield _r(
             "M508",
             Level.INFO,
-            "The seeds' end-to-end runs used an earlier substrate; the current pins "
+            "The reference recipes' end-to-end runs used an earlier substrate; the current pins "
             "(installer-bundled plugin, DeepEP fork 97d8f9bc) were verified at build and "
             "symbol level: the kernel test gate comes before serve.",
         )
@@ -255,13 +255,13 @@ def vllm_pin_served(c: Ctx) -> Iterator[Reason]:
         yield _r(
             "M508",
             Level.CAVEAT,
-            f"vLLM {c.vllm_pin} is not a pin the plan knows; no seed served at it.",
+            f"vLLM {c.vllm_pin} is not a pin the plan knows; no reference recipe served at it.",
         )
     elif commit.served and c.mode == "eager" and c.engine.vllm_graphs_pin:
         yield _r(
             "E401",
             Level.INFO,
-            f"Planned on vLLM {commit.sha}, the pin both seeds served eager at; the vLLM "
+            f"Planned on vLLM {commit.sha}, the pin both reference recipes served eager at; the vLLM "
             f"recipe now ships {c.engine.vllm_graphs_pin} (the #52632 merge, 0.26 line), "
             f"verified at interface level only: --vllm-pin {c.engine.vllm_graphs_pin} follows "
             "it as a caveat.",
@@ -271,8 +271,8 @@ def vllm_pin_served(c: Ctx) -> Iterator[Reason]:
             "E401",
             Level.CAVEAT,
             f"vLLM {commit.sha} ({commit.version}) is on the 0.26 line: verified at interface "
-            "level only, and the Dynamo seed ruled that line out on this substrate (CUDA launch "
-            "fault). --vllm-pin e2f993dc4 is the pin both seeds served eager at.",
+            "level only, and the Dynamo reference recipe ruled that line out on this substrate (CUDA launch "
+            "fault). --vllm-pin e2f993dc4 is the pin both reference recipes served eager at.",
         )
 
 
@@ -286,7 +286,7 @@ def engine_notes(c: Ctx) -> Iterator[Reason]:
             "D405",
             Level.INFO,
             "The image's CUDA toolkit and the DeepEP fork pin go together (st.bulk and ptxas "
-            "13.0.88); the seeds built on CUDA 13.0, the canonical benchmark on 13.1.2.",
+            "13.0.88); the reference recipes built on CUDA 13.0, the canonical benchmark on 13.1.2.",
         )
     if c.engine.key == "tensorrt-llm":
         yield _r(

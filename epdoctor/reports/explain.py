@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
+from rich.table import Table
 from rich.text import Text
 
 from epdoctor.knowledge import Trap
 
 
+def _ref(url: str) -> RenderableType:
+    """A URL whole, never cut: a long one folds under itself, its dash stays on its line."""
+    grid = Table.grid(padding=0)
+    grid.add_column(width=4, no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row("  - ", Text(url, overflow="fold"))
+    return grid
+
+
 def render_trap(console: Console, t: Trap) -> None:
-    parts: list[Text] = [
+    parts: list[RenderableType] = [
         Text(t.title, style="bold"),
         Text(f"layer {t.layer} · severity {t.severity}", style="dim"),
         Text(""),
@@ -41,8 +51,9 @@ def render_trap(console: Console, t: Trap) -> None:
     section("Versions", t.versions)
     if t.transports or t.engines:
         section("Applies to", ", ".join([*t.transports, *t.engines]))
-    refs = [*(f"seed {s}" for s in t.seeds), *t.references]
+    refs = list(t.references)
     if refs:
         parts.append(Text("References", style="bold cyan"))
-        parts += [Text(f"  - {r}") for r in refs]
+        # A URL longer than the line folds under itself, never leaving its dash alone.
+        parts += [_ref(r) for r in refs]
     console.print(Panel(Group(*parts), title=f"{t.code} {t.name}", title_align="left"))
