@@ -10,6 +10,7 @@ from epdoctor.facts.logs.model import RankFacts
 from epdoctor.model import Finding, Status
 from epdoctor.redact import redact_text
 from epdoctor.reports.common import counts
+from epdoctor.reports.layout import hang
 
 STYLE = {"fail": "bold red", "warn": "yellow", "unknown": "magenta", "pass": "green", "skip": "dim"}
 COLUMNS = (
@@ -76,15 +77,17 @@ def render_text(console: Any, a: LogAnalysis, verbose: bool = False) -> None:
         console.print(rank_table(a))
     shown = [f for f in by_severity(a.findings) if verbose or f.status is not Status.PASS]
     for f in shown:
-        line = Text()
-        line.append(f"{f.status.value.upper():<8}", style=STYLE[f.status.value])
-        line.append(f"{f.code} ", style="bold")
-        line.append(redact_text(f.title))
-        console.print(line)
+        # wrapped lines start under their own text, not at column 1 (reports.layout.hang)
+        label = Text()
+        label.append(f"{f.status.value.upper():<8}", style=STYLE[f.status.value])
+        label.append(f"{f.code} ", style="bold")
+        console.print(hang(label, Text(redact_text(f.title))))
         for e in f.evidence[:6]:
-            console.print(Text(f"          {redact_text(e)}", style="dim"))
+            console.print(hang(" " * 10, Text(redact_text(e), style="dim")))
         if f.fix and f.status in (Status.FAIL, Status.WARN):
-            console.print(Text(f"          fix: {redact_text(f.fix)}", style="cyan"))
+            console.print(
+                hang(Text("          fix: ", style="cyan"), Text(redact_text(f.fix), style="cyan"))
+            )
     c = counts(a.findings)
     summary = ", ".join(f"{n} {k}" for k, n in c.items() if n)
     console.print(
