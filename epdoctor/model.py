@@ -122,4 +122,13 @@ class TargetResult:
 
 
 class EpdoctorError(Exception):
-    """epdoctor itself could not do what was asked (exit code 2)."""
+    """epdoctor itself could not do what was asked (exit code 2).
+
+    Its text is redacted (epdoctor.redact): an error line quotes the paths, names and values
+    it was given, and is printed wherever it is shown (stderr, the TUI).
+    """
+
+    def __str__(self) -> str:
+        from epdoctor.redact import redact_text
+
+        return redact_text(super().__str__())

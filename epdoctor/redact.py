@@ -113,9 +113,9 @@ _P_CLIENTS = re.compile(
     r"\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b|(?<![\w-])-u\s*\S"
 )
 _URL_USERPASS = re.compile(
-    r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s/:@\"'<>]*):(?!\[REDACTED\])([^\s/@\"'<>]+)@"
+    r"(?i)\b([a-z][a-z0-9+.-]*:/{1,2})([^\s/:@\"'<>]*):(?!\[REDACTED\])([^\s/@\"'<>]+)@"
 )
-_URL_TOKEN = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)(?!\[REDACTED\])([^\s/:@\"'<>]{16,})@")
+_URL_TOKEN = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*:/{1,2})(?!\[REDACTED\])([^\s/:@\"'<>]{16,})@")
 _SHAPES = re.compile(
     r"\bhf_[A-Za-z0-9]{20,}"
     r"|\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}"
@@ -133,7 +133,7 @@ _B64_RUN = re.compile(
 _TRIGGERS = (
     "token", "secret", "passw", "passphrase", "credential", "key", "auth", "pass", "pwd",
     "cred", "_pat", "pat_", "-pat", "pat=", "pat:", "pat\"", "pat'", "signature", "cookie",
-    "hf_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "glpat", "sk-", "xox", "bearer", "://",
+    "hf_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "glpat", "sk-", "xox", "bearer", ":/",
     "eyj", "mysql", "mariadb", "-u", "private",
     "akia", "asia", "agpa", "aida", "aroa", "aipa", "anpa", "anva", "apka",
 )  # fmt: skip
@@ -229,7 +229,7 @@ def redact_text(text):
         text = _ASSIGN.sub(_assign, text)
     if "-p" in text and _P_CLIENTS.search(text):
         text = _GLUED_P.sub(_glued_p, text)
-    if "://" in text:
+    if ":/" in text:  # also a URL in a path, normalised to scheme:/host
         text = _URL_USERPASS.sub(lambda m: m.group(1) + m.group(2) + ":" + MASK + "@", text)
         text = _URL_TOKEN.sub(lambda m: m.group(1) + MASK + "@", text)
     text = _SHAPES.sub(MASK, text)

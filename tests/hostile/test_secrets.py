@@ -136,7 +136,8 @@ def planted_log() -> str:
 
 
 # --------------------------------------------------------------------------- running
-def epd(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> str:
+def epd(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> tuple[str, str]:
+    """Run the CLI; its stdout and its stderr, each an output stream of its own."""
     full = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", "COLUMNS": "400"}
     full.update(env or {})
     r = subprocess.run(
@@ -146,9 +147,16 @@ def epd(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> 
         env=full,
         cwd=REPO,
         timeout=timeout,
+        stdin=subprocess.DEVNULL,
     )
     assert "Traceback" not in r.stderr, r.stderr[-3000:]
-    return r.stdout + r.stderr
+    return r.stdout, r.stderr
+
+
+def run_into(out: dict[str, str], name: str, *args: str, **kw) -> str:
+    """Run the CLI; `name` is its stdout and `name [stderr]` its stderr in `out`."""
+    out[name], out[f"{name} [stderr]"] = epd(*args, **kw)
+    return out[name]
 
 
 def bundle_text(path: Path) -> str:
@@ -194,20 +202,19 @@ def _print_matrix():
     print(f"\nplanted-secret sweep: {len(MATRIX)} carrier x format cells, {tried} form checks, "
           f"{leaked} leaked")  # fmt: skip
     for (carrier, fmt), (n, found) in sorted(MATRIX.items()):
-        print(f"  {carrier:<12} {fmt:<22} {n:>3} forms  {len(found)} leaked {found or ''}")
+        print(f"  {carrier:<12} {fmt:<34} {n:>3} forms  {len(found)} leaked {found or ''}")
 
 
 # --------------------------------------------------------------------------- carriers
 def test_local_probe_environment(tmp_path, empty_root):
     env = planted_env()
     root = ["--root", str(empty_root)]
-    out = {
-        "diagnose text": epd("diagnose", "-v", *root, env=env),
-        "diagnose --json": epd("diagnose", "--json", *root, env=env),
-        "diagnose --markdown": epd("diagnose", "--markdown", "-v", *root, env=env),
-    }
+    out: dict[str, str] = {}
+    run_into(out, "diagnose text", "diagnose", "-v", *root, env=env)
+    run_into(out, "diagnose --json", "diagnose", "--json", *root, env=env)
+    run_into(out, "diagnose --markdown", "diagnose", "--markdown", "-v", *root, env=env)
     bundle = tmp_path / "b.tar.gz"
-    epd("collect", "-o", str(bundle), *root, env=env)
+    run_into(out, "collect", "collect", "-o", str(bundle), *root, env=env)
     out["collect bundle"] = bundle_text(bundle)
     check("probe env", out, ENV_FORMS)
     # the stack's knobs stay readable beside the masked values
@@ -232,13 +239,12 @@ def planted_process():
 
 def test_pid_argv_and_environ(tmp_path, empty_root, planted_process):
     pid = ["--pid", str(planted_process), "--root", str(empty_root)]
-    out = {
-        "diagnose text": epd("diagnose", "-v", *pid),
-        "diagnose --json": epd("diagnose", "--json", *pid),
-        "diagnose --markdown": epd("diagnose", "--markdown", "-v", *pid),
-    }
+    out: dict[str, str] = {}
+    run_into(out, "diagnose text", "diagnose", "-v", *pid)
+    run_into(out, "diagnose --json", "diagnose", "--json", *pid)
+    run_into(out, "diagnose --markdown", "diagnose", "--markdown", "-v", *pid)
     bundle = tmp_path / "b.tar.gz"
-    epd("collect", "-o", str(bundle), *pid)
+    run_into(out, "collect", "collect", "-o", str(bundle), *pid)
     text = bundle_text(bundle)
     out["collect bundle"] = text
     check("pid", out, ENV_FORMS)
@@ -250,16 +256,16 @@ def test_log_file(tmp_path, empty_root):
     log = tmp_path / "planted.log"
     log.write_text(planted_log())
     root = ["--root", str(empty_root)]
-    out = {
-        "logs text": epd("logs", "-v", str(log)),
-        "logs --json": epd("logs", "--json", str(log)),
-        "logs --markdown": epd("logs", "--markdown", str(log)),
-        "diagnose --log text": epd("diagnose", "-v", *root, "--log", str(log)),
-        "diagnose --log --json": epd("diagnose", "--json", *root, "--log", str(log)),
-        "diagnose --log --md": epd("diagnose", "--markdown", *root, "--log", str(log)),
-    }
+    out: dict[str, str] = {}
+    run_into(out, "logs text", "logs", "-v", str(log))
+    run_into(out, "logs --json", "logs", "--json", str(log))
+    run_into(out, "logs --markdown", "logs", "--markdown", str(log))
+    run_into(out, "logs --follow", "logs", "-f", "--timeout", "2", str(log))
+    run_into(out, "diagnose --log text", "diagnose", "-v", *root, "--log", str(log))
+    run_into(out, "diagnose --log --json", "diagnose", "--json", *root, "--log", str(log))
+    run_into(out, "diagnose --log --md", "diagnose", "--markdown", *root, "--log", str(log))
     bundle = tmp_path / "b.tar.gz"
-    epd("collect", "-o", str(bundle), *root, "--log", str(log))
+    run_into(out, "collect --log", "collect", "-o", str(bundle), *root, "--log", str(log))
     out["collect --log bundle"] = bundle_text(bundle)
     check("log", out, list(FORMS))
 
@@ -319,11 +325,10 @@ def _one_line_forms() -> list[tuple[str, str]]:
 
 def test_lint_recipe(tmp_path):
     recipe = planted_recipe(tmp_path)
-    out = {
-        "lint text": epd("lint", "--show-suppressed", str(recipe)),
-        "lint --json": epd("lint", "--json", str(recipe)),
-        "lint --sarif": epd("lint", "--sarif", str(recipe)),
-    }
+    out: dict[str, str] = {}
+    run_into(out, "lint text", "lint", "--show-suppressed", str(recipe))
+    run_into(out, "lint --json", "lint", "--json", str(recipe))
+    run_into(out, "lint --sarif", "lint", "--sarif", str(recipe))
     check("lint", out, list(FORMS))
     assert json.loads(out["lint --json"])["files"], "the recipe was linted"
 
@@ -360,11 +365,13 @@ def hostile_bundle(path: Path, log: str) -> Path:
 
 def test_hostile_bundle_replayed(tmp_path):
     b = str(hostile_bundle(tmp_path / "hostile.tar.gz", planted_log()))
-    out = {
-        "diagnose text": epd("diagnose", "-v", "--bundle", b),
-        "diagnose --json": epd("diagnose", "--json", "--bundle", b),
-        "diagnose --markdown": epd("diagnose", "--markdown", "-v", "--bundle", b),
-    }
+    out: dict[str, str] = {}
+    run_into(out, "diagnose text", "diagnose", "-v", "--bundle", b)
+    run_into(out, "diagnose --json", "diagnose", "--json", "--bundle", b)
+    run_into(out, "diagnose --markdown", "diagnose", "--markdown", "-v", "--bundle", b)
+    bundle = tmp_path / "again.tar.gz"
+    run_into(out, "collect --bundle", "collect", "--bundle", b, "-o", str(bundle))
+    out["collect --bundle bundle"] = bundle_text(bundle)
     check("bundle", out, ENV_FORMS)
     assert json.loads(out["diagnose --json"])["targets"][0]["target"]["name"] == "p5en-a"
 
@@ -419,6 +426,236 @@ def test_launch_pane_lines():
     check("launch", {"pane lines": "\n".join(lines), "panes": con.export_text()}, list(FORMS))
 
 
+# --------------------------------------------------------------------------- error lines
+def _path_forms() -> list[tuple[str, str]]:
+    """Every one-line form as a path component (a PEM block cannot be a file name)."""
+    return [(form, text.replace("\n", " ")) for form, text in _one_line_forms()]
+
+
+def test_error_lines_quoting_paths(tmp_path, empty_root):
+    """Every error that quotes a path the user gave: the path is masked on stderr too."""
+    tmp_path.chmod(0o755)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    commands = {
+        "logs FILE": lambda p: ["logs", p],
+        "logs -f FILE": lambda p: ["logs", "-f", "--timeout", "1", p],
+        "diagnose --bundle": lambda p: ["diagnose", "--bundle", p],
+        "diagnose --log": lambda p: ["diagnose", "--root", str(empty_root), "--log", p],
+        "collect --log": lambda p: [
+            *("collect", "--bundle", str(FIXTURE_BUNDLE), "--log", p),
+            *("-o", str(out_dir / "never.tar.gz"), "--force"),
+        ],
+        "collect -o": lambda p: ["collect", "--bundle", str(FIXTURE_BUNDLE), "-o", p + "/b.tgz"],
+        "lint PATH": lambda p: ["lint", p],
+        "diagnose --hosts": lambda p: ["diagnose", "--hosts", p],
+        "diagnose --kubeconfig": lambda p: ["diagnose", "--pod", "x", "--kubeconfig", p],
+        "logs --kubeconfig": lambda p: ["logs", "--pod", "x", "--kubeconfig", p],
+        "diagnose --ssh-config": lambda p: ["diagnose", "--ssh", "h", "--ssh-config", p],
+    }
+    outs: dict[str, str] = {}
+    for name, argv in commands.items():
+        o_all = e_all = ""
+        for _, text in _path_forms():
+            o, e = epd(*argv(f"{tmp_path}/missing/x {text} y"), timeout=30)  # "//" kept
+            o_all, e_all = o_all + o, e_all + e
+        assert e_all.strip(), f"{name}: no error line at all"
+        outs[name], outs[f"{name} [stderr]"] = o_all, e_all
+    check("error line", outs, [f for f, _ in _path_forms()])
+
+
+# --------------------------------------------------------------------------- SSH
+@pytest.fixture(scope="module")
+def ssh_planted(ssh_lab):
+    """A loopback sshd whose sessions carry planted environment, a planted nccl.conf in the
+    user's home and an NCCL_CONF_FILE whose missing path holds a token, a planted log, and a
+    process of the SSH user with every form in its argv and environment."""
+    import pwd
+
+    from sshd_fixture import USER
+
+    home = Path(pwd.getpwnam(USER).pw_dir)
+    env = {k: v for k, v in planted_env().items() if "\n" not in v}  # SetEnv takes one line
+    env["NCCL_CONF_FILE"] = f"/nonexistent/{SHAPES['hf_'][0]}/nccl.conf"
+    host = ssh_lab.start_host("planted", env=env)
+    log = ssh_lab.root / "planted.log"
+    log.write_text(planted_log())
+    log.chmod(0o644)
+    conf_lines = [f"{k}={v}" for k, v in NAMES.items()]
+    conf_lines += [f"NCCL_PLANTED_{i}={t}" for i, (t, _) in enumerate(SHAPES.values())]
+    conf_lines += [f"NCCL_PLANTED_ARGS={' '.join(w for ws, _ in FLAGS.values() for w in ws)}"]
+    conf = home / ".nccl.conf"
+    had = conf.exists()
+    if not had:
+        conf.write_text("\n".join([*conf_lines, PEM]) + "\n")
+        conf.chmod(0o644)
+    argv = [w for ws, _ in FLAGS.values() for w in ws]
+    argv += [text for text, _ in SHAPES.values()] + [PEM]
+    child = subprocess.Popen(
+        ["/usr/bin/python3", "-c", "import time; time.sleep(300)", *argv],
+        env={"PATH": "/usr/bin:/bin", **planted_env()},
+        user=USER,
+        cwd="/",
+    )
+    try:
+        yield host, log, child.pid
+    finally:
+        child.kill()
+        child.wait()
+        if not had:
+            conf.unlink(missing_ok=True)
+
+
+def test_ssh_probe(tmp_path, ssh_lab, ssh_planted):
+    host, _, pid = ssh_planted
+    args = [*ssh_lab.cli_args(host.spec), "--pid", str(pid)]
+    out: dict[str, str] = {}
+    run_into(out, "diagnose text", "diagnose", "-v", *args)
+    doc = json.loads(run_into(out, "diagnose --json", "diagnose", "--json", *args))
+    run_into(out, "diagnose --markdown", "diagnose", "--markdown", "-v", *args)
+    bundle = tmp_path / "b.tar.gz"
+    run_into(out, "collect", "collect", "-o", str(bundle), *args)
+    text = bundle_text(bundle)
+    out["collect bundle"] = text
+    b = str(bundle)
+    run_into(out, "bundle replayed --json", "diagnose", "--json", "-v", "--bundle", b)
+    check("ssh", out, ENV_FORMS)
+    # the probe really ran over SSH and read what was planted: the session's environment,
+    # the process (its cmdline, masked) and the nccl.conf (its lines, masked)
+    assert doc["error"] is None, doc["error"]
+    assert {k: doc["facts"]["env"].get(k) for k in READABLE} == READABLE
+    assert doc["facts"]["env"]["HF_TOKEN"] == "[REDACTED]"
+    assert "time.sleep(300)" in text and "[REDACTED]" in text
+    assert "NCCL_PLANTED_0=[REDACTED]" in text
+
+
+def test_ssh_log(tmp_path, ssh_lab, ssh_planted):
+    host, log, _ = ssh_planted
+    base = ["-i", str(ssh_lab.key), "--known-hosts", str(ssh_lab.known_hosts)]
+    src = f"{host.spec}:{log}"
+    out: dict[str, str] = {}
+    run_into(out, "logs text", "logs", "-v", *base, "--ssh", src)
+    doc = json.loads(run_into(out, "logs --json", "logs", "--json", *base, "--ssh", src))
+    run_into(out, "logs --markdown", "logs", "--markdown", *base, "--ssh", src)
+    run_into(out, "logs --follow", "logs", "-f", "--timeout", "3", *base, "--ssh", src)
+    check("ssh log", out, list(FORMS))
+    assert doc["findings"], "the remote log was read and analysed"
+    # a remote path that holds a secret, in the error line that quotes it
+    errs: dict[str, str] = {}
+    for _, text in _path_forms():
+        o, e = epd("logs", *base, "--ssh", f"{host.spec}:/nonexistent/x {text} y", timeout=60)
+        errs["missing remote path"] = errs.get("missing remote path", "") + o
+        errs["missing remote path [stderr]"] = errs.get("missing remote path [stderr]", "") + e
+    assert errs["missing remote path [stderr]"].strip()
+    check("ssh log", errs, [f for f, _ in _path_forms()])
+
+
+# --------------------------------------------------------------------------- Kubernetes
+KNS = "planted"
+KPOD = "vllm-planted-0"
+
+
+def planted_pod() -> dict:
+    """A Running pod whose spec, annotations and statuses carry every form."""
+    from kube_emulator import running_pod
+
+    pod = running_pod(KPOD, KNS, restarts=1)
+    words = [w for ws, _ in FLAGS.values() for w in ws]
+    shapes = [t for t, _ in SHAPES.values()]
+    env: list[dict] = [{"name": k, "value": v} for k, v in NAMES.items()]
+    env += [{"name": f"VLLM_PLANTED_{i}", "value": t} for i, t in enumerate(shapes)]
+    env += [{"name": "VLLM_PLANTED_PEM", "value": PEM}, *READABLE_ENV]
+    env += [
+        {"name": f"VLLM_FROM_{i}", "valueFrom": {"secretKeyRef": {"name": "hf", "key": t}}}
+        for i, t in enumerate(shapes)
+    ]
+    env.append(
+        {"name": "HF_TOKEN_REF", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}
+    )
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.11.0",
+        "command": ["/bin/bash", "-c", f"exec vllm serve m {' '.join(words)} '{shapes[0]}'"],
+        "args": [*words, *shapes, PEM],
+        "env": env,
+        "envFrom": [{"secretRef": {"name": SHAPES["hf_"][0].lower()}}],
+    }
+    pod["spec"]["containers"] = [container]
+    pod["spec"]["nodeName"] = "ip-10-1-2-3.ec2.internal"
+    pod["metadata"]["annotations"] = {
+        "kubectl.kubernetes.io/last-applied-configuration": json.dumps({"spec": pod["spec"]}),
+        "planted/note": " ".join(shapes),
+    }
+    cs = pod["status"]["containerStatuses"][0]
+    cs["lastState"] = {
+        "terminated": {"exitCode": 1, "reason": "Error", "message": "\n".join(shapes)}
+    }
+    return pod
+
+
+READABLE_ENV = [{"name": k, "value": v} for k, v in READABLE.items()]
+
+
+def planted_events() -> list[dict]:
+    out = []
+    for i, (_, text) in enumerate(_one_line_forms()):
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"{KPOD}.planted{i}", "namespace": KNS},
+                "involvedObject": {"kind": "Pod", "name": KPOD, "namespace": KNS},
+                "reason": "BackOff" if i % 2 else "Failed",
+                "message": f"Error: failed to pull: {text}",
+                "type": "Warning",
+                "count": i + 1,
+            }
+        )
+    return out
+
+
+@pytest.fixture(scope="module")
+def kube_planted(kube_api):
+    kube_api.put(planted_pod(), *planted_events())
+    em = kube_api.emulator
+    em.logs[(KNS, KPOD, "vllm", False)] = planted_log()
+    em.logs[(KNS, KPOD, "vllm", True)] = planted_log()
+    em.exec_env = planted_env()  # what the container's processes (the probe) see
+    kube_api.kubeconfig.chmod(0o644)
+    return kube_api
+
+
+def test_kube_pod(tmp_path, kube_planted):
+    k = ["--pod", KPOD, "-n", KNS, "--kubeconfig", str(kube_planted.kubeconfig)]
+    out: dict[str, str] = {}
+    run_into(out, "diagnose text", "diagnose", "-v", *k)
+    doc = json.loads(run_into(out, "diagnose --json", "diagnose", "--json", *k))
+    run_into(out, "diagnose --markdown", "diagnose", "--markdown", "-v", *k)
+    bundle = tmp_path / "b.tar.gz"
+    run_into(out, "collect", "collect", "-o", str(bundle), *k)
+    out["collect bundle"] = bundle_text(bundle)
+    run_into(out, "bundle replayed", "diagnose", "-v", "--bundle", str(bundle))
+    check("kube", out, list(FORMS))
+    # the probe really ran in the pod and saw the planted environment; the pod's own facts
+    # (its log tail) were read too
+    assert doc["error"] is None, doc["error"]
+    assert {k: doc["facts"]["env"].get(k) for k in READABLE} == READABLE
+    assert "log_tail" in json.dumps(doc["facts"]), doc["facts"].keys()
+    assert "Error: failed to pull: " in out["diagnose --json"], "the events were read"
+
+
+def test_kube_pod_logs(kube_planted):
+    k = ["--pod", KPOD, "-n", KNS, "--kubeconfig", str(kube_planted.kubeconfig)]
+    out: dict[str, str] = {}
+    run_into(out, "logs text", "logs", "-v", *k)
+    doc = json.loads(run_into(out, "logs --json", "logs", "--json", *k))
+    run_into(out, "logs --markdown", "logs", "--markdown", *k)
+    run_into(out, "logs --previous", "logs", "-v", "--previous", *k)
+    run_into(out, "logs --all-containers", "logs", "-v", "--all-containers", *k)
+    check("kube logs", out, list(FORMS))
+    assert doc["findings"], "the pod's log was read and analysed"
+
+
 # --------------------------------------------------------------------------- the rules
 def test_probe_copy_of_the_rules_is_verbatim():
     begin, end = "# ---- redaction rules: begin ----", "# ---- redaction rules: end ----"
@@ -469,6 +706,8 @@ def test_every_knob_epdoctor_knows_stays_readable():
         "gcc -pthread -O2 /home/ubuntu/DeepEP2/csrc/kernels/internode_ll.cu",
         '{"key": "node.kubernetes.io/instance-type", "operator": "In"}',
         "NCCL INFO Using network Libfabric",
+        "LD_LIBRARY_PATH=/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib:/usr/local/cuda/lib64",
+        "scp ubuntu@p5en-a-0:/var/log/nccl.log ubuntu@p5en-a-1:/tmp/",
         '{"max_tokens": 5, "num_max_dispatch_tokens_per_rank": 128}',
     ],
 )
