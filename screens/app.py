@@ -126,21 +126,26 @@ class EpdoctorApp(App[int]):
 
         from epdoctor.commands.diagnose import _fleet_findings
         from epdoctor.diagnose import diagnose_many
+        from epdoctor.redact import redact_text
         from epdoctor.targets.base import ProbeOptions
         from epdoctor.targets.selection import targets_from_args
 
+        # What the screens get before a diagnosis (target names from the flags or an ssh
+        # config, the header's label, an error quoting a path) passes the redactor here, as
+        # a diagnosis's results do in epdoctor.diagnose: the same masked name keys a row
+        # while it is probed and once it is diagnosed.
         self.shared.target_argv = list(argv)
         try:
             targets = targets_from_args(parse_target_flags(argv))
         except Exception as exc:  # bad flags, unreadable bundle, a provider's client error
             text = str(exc) if isinstance(exc, (ValueError, OSError)) else f"{exc}"
-            self.post_message(DiagnosisFailed(text or type(exc).__name__))
+            self.post_message(DiagnosisFailed(redact_text(text) or type(exc).__name__))
             return
-        self.shared.target_label = describe_targets(targets)
-        self.post_message(TargetsResolved([t.info.name for t in targets]))
+        self.shared.target_label = redact_text(describe_targets(targets))
+        self.post_message(TargetsResolved([redact_text(t.info.name) for t in targets]))
 
         def progress(target: Any, state: str) -> None:
-            self.post_message(TargetProgress(target.info.name, state))
+            self.post_message(TargetProgress(redact_text(target.info.name), state))
 
         diagnoses = diagnose_many(
             targets, self.shared.ctx, ProbeOptions(timeout_s=60), progress=progress

@@ -32,6 +32,7 @@ from textual.widgets import DataTable, Header, Input, Static, Tree
 
 from epdoctor.knowledge.tour import fact_text
 from epdoctor.model import Finding, Status
+from epdoctor.redact import redact_text
 from epdoctor.reports.common import headline, layer_name, sort_findings
 from epdoctor.safeio import markup, plain
 
@@ -149,7 +150,10 @@ class TargetsScreen(Screen[None]):
         app = self.app
         shared = app.shared  # type: ignore[attr-defined]
         flags = self.query_one("#target-flags", Input)
-        flags.value = shlex.join(shared.target_argv)
+        # The flags are shown masked (a bundle or host named by a token-shaped string); left
+        # as shown, they still run as given.
+        self._flags_shown = (redact_text(shlex.join(shared.target_argv)), list(shared.target_argv))
+        flags.value = self._flags_shown[0]
         table = self.query_one("#target-table", DataTable)
         table.add_columns("target", "state", *(c for c, _ in KEY_FACTS))
         tree = self.query_one("#findings", Tree)
@@ -165,8 +169,9 @@ class TargetsScreen(Screen[None]):
     # --- diagnose -----------------------------------------------------------
     def action_diagnose(self) -> None:
         raw = self.query_one("#target-flags", Input).value
+        shown, given = getattr(self, "_flags_shown", ("", []))
         try:
-            argv = shlex.split(raw)
+            argv = list(given) if given and raw == shown else shlex.split(raw)
         except ValueError as exc:
             self.notify(f"cannot read the target flags: {exc}", severity="error")
             return
@@ -300,13 +305,22 @@ class TargetsScreen(Screen[None]):
         self.post_message(SshHosts(names))
 
     def on_ssh_hosts(self, msg: SshHosts) -> None:
-        if msg.error or not msg.names:
-            self.notify(msg.error or "no Host entries in the ssh config", severity="warning")
+        # A Host whose name the redactor would mask is not put into the flags (the field would
+        # show it, and a masked name selects nothing): it is counted, and still diagnosed by
+        # --ssh-config-hosts, under its masked name.
+        names = [n for n in msg.names if redact_text(n) == n]
+        hidden = len(msg.names) - len(names)
+        if msg.error or not names:
+            why = msg.error or "no Host entries in the ssh config"
+            if hidden and not msg.error:
+                why = f"{hidden} Host name(s) look like secrets; use --ssh-config-hosts PATTERN"
+            self.notify(redact_text(why), severity="warning")
             return
         flags = self.query_one("#target-flags", Input)
-        flags.value = (flags.value + " " if flags.value else "") + "--ssh " + ",".join(msg.names)
+        flags.value = (flags.value + " " if flags.value else "") + "--ssh " + ",".join(names)
         flags.focus()
-        self.notify(f"{len(msg.names)} host(s) from the ssh config: Enter diagnoses them")
+        note = f" ({hidden} that look like secrets left out)" if hidden else ""
+        self.notify(f"{len(names)} host(s) from the ssh config{note}: Enter diagnoses them")
 
     def action_focus_flags(self) -> None:
         self.query_one("#target-flags", Input).focus()

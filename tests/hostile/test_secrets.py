@@ -400,6 +400,82 @@ async def test_tui_on_hostile_bundle(tmp_path):
     check("bundle", screens, ENV_FORMS)
 
 
+# token shapes a Host alias of ~/.ssh/config or a file name can hold (no space, colon or slash)
+TUI_FORMS = ["hf_", "ghp_", "gho_", "ghu_", "ghs_", "github_pat_", "AKIA", "ASIA", "JWT"]
+
+
+async def _until(pilot, ok, what: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not ok():
+        assert time.monotonic() < deadline, what
+        await pilot.pause(0.1)
+
+
+def _table_text(app) -> str:
+    from textual.widgets import DataTable
+
+    table = app.screen.query_one("#target-table", DataTable)
+    return " ".join(str(c) for r in range(table.row_count) for c in table.get_row_at(r))
+
+
+async def test_tui_before_a_diagnosis(tmp_path, ssh_lab):
+    """Target names from ~/.ssh/config while they are probed, the hosts Ctrl+O puts into the
+    target flags, the header, a bundle whose file name holds tokens in the flags field, and the
+    error line of a bundle that is not there: the screen shows none of the planted values."""
+    pytest.importorskip("textual")
+    from epdoctor.screens.app import EpdoctorApp
+
+    port = ssh_lab.silent_listener()  # accepts and never speaks: the targets stay "probing…"
+    aliases = [SHAPES[f][0] for f in TUI_FORMS]
+    conf = tmp_path / "ssh_config"
+    conf.write_text(
+        "".join(
+            f"Host {a}\n  HostName 127.0.0.1\n  Port {port}\n  User u\n"
+            for a in [*aliases, "p5en-a-0"]
+        )
+    )
+    ssh = ["--ssh-config", str(conf), "--known-hosts", str(ssh_lab.known_hosts)]
+    ssh += ["--connect-timeout", "4"]
+    screens: dict[str, str] = {}
+    app = EpdoctorApp(target_argv=[*ssh, "--ssh-config-hosts", "*"])
+    async with app.run_test(size=(400, 120)) as pilot:
+        await _until(pilot, lambda: "probing…" in _table_text(app), "targets never listed")
+        screens["TUI ssh-config hosts probing"] = _screen_text(app)
+        await pilot.press("ctrl+o")
+        await pilot.pause(1.0)
+        screens["TUI Ctrl+O hosts in the flags"] = _screen_text(app)
+        toasts = getattr(app, "_notifications", [])  # what notify() said, toasts included
+        screens["TUI notifications"] = "\n".join(str(n.message) for n in toasts)
+        await _until(pilot, lambda: "probing…" not in _table_text(app), "probes never ended")
+        screens["TUI ssh-config hosts done"] = _screen_text(app)
+    app = EpdoctorApp(target_argv=[*ssh, "--ssh", aliases[0]])
+    async with app.run_test(size=(400, 120)) as pilot:
+        await _until(pilot, lambda: "probing…" in _table_text(app), "target never listed")
+        screens["TUI one ssh host probing"] = _screen_text(app)
+    named = tmp_path / f"{aliases[0]}-{SHAPES['AKIA'][0]}.tar.gz"
+    hostile_bundle(named, planted_log())
+    app = EpdoctorApp(target_argv=["--bundle", str(named)])
+    async with app.run_test(size=(400, 120)) as pilot:
+        summary = app.screen.query_one("#target-summary")
+        await _until(pilot, lambda: "failing" in str(summary.render()), "not diagnosed")
+        screens["TUI bundle named by tokens"] = _screen_text(app)
+        await pilot.press("ctrl+r")  # the flags field, shown masked, still diagnoses the file
+        await pilot.pause(0.5)
+        await _until(pilot, lambda: "failing" in str(summary.render()), "not diagnosed again")
+        assert app.shared.target_argv == ["--bundle", str(named)]
+        screens["TUI bundle named by tokens, again"] = _screen_text(app)
+    app = EpdoctorApp(target_argv=["--bundle", str(tmp_path / f"gone-{aliases[1]}.tar.gz")])
+    async with app.run_test(size=(400, 120)) as pilot:
+        summary = app.screen.query_one("#target-summary")
+        await _until(pilot, lambda: "could not" in str(summary.render()), "no error shown")
+        screens["TUI missing bundle"] = _screen_text(app)
+    check("TUI", screens, TUI_FORMS)
+    # the hosts were listed (masked) while probed; Ctrl+O said what it left out
+    assert screens["TUI ssh-config hosts probing"].count("[REDACTED]") >= len(aliases)
+    assert "--ssh p5en-a-0" in screens["TUI Ctrl+O hosts in the flags"]
+    assert "look like secrets left out" in screens["TUI notifications"]
+
+
 def _screen_text(app) -> str:
     svg = app.export_screenshot()
     text = html.unescape(re.sub(r"<[^>]+>", "", svg)).replace("\xa0", " ")
