@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from epdoctor import __version__
-from epdoctor.redact import redact_obj, redact_text
+from epdoctor.redact import redact_argv, redact_obj, redact_text
 from epdoctor.safeio import write_file
 from epdoctor.targets.replay import FORMAT, MANIFEST
 
@@ -48,10 +48,15 @@ def write_bundle(
             doc = redact_obj(d.probe_doc)
             _add(tar, f"{folder}/probe.json", json.dumps(doc, sort_keys=True).encode(), now)
             if logs and not entries:
+                seen: set[str] = set()
                 for name, data in logs.items():
+                    shown = redact_text(name)  # a log's name is its path: it may hold a token
+                    while shown in seen:
+                        shown = "_" + shown
+                    seen.add(shown)
                     _add(
                         tar,
-                        f"{folder}/logs/{name}",
+                        f"{folder}/logs/{shown}",
                         redact_text(data.decode("utf-8", "replace")).encode(),
                         now,
                     )
@@ -68,7 +73,7 @@ def write_bundle(
             "format": FORMAT,
             "epdoctor_version": __version__,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
-            "argv": [redact_text(a) for a in argv],
+            "argv": redact_argv(list(argv)),
             "targets": entries,
         }
         _add(tar, MANIFEST, json.dumps(manifest, indent=2).encode(), now)

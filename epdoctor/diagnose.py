@@ -102,6 +102,7 @@ def diagnose_many(
     progress: Progress | None = None,
 ) -> list[Diagnosis]:
     """Diagnose every target concurrently; results keep the targets' order."""
+    progress = _shown_progress(progress)
     if len(targets) == 1:
         return [_one(targets[0], ctx, options, progress)]
     results: dict[int, Diagnosis] = {}
@@ -117,6 +118,27 @@ def diagnose_many(
         raise
     pool.shutdown(wait=True)
     return [results[i] for i in range(len(targets))]
+
+
+class _Shown:
+    """What a progress callback sees of a target: its info, the name redacted."""
+
+    def __init__(self, target: Target) -> None:
+        info = target.info
+        self.info = TargetInfo(redact_text(info.name), info.kind, dict(info.detail))
+
+
+def _shown_progress(progress: Progress | None) -> Progress | None:
+    """Progress is drawn (a terminal's progress line, the TUI's rows) while a target is probed,
+    before its result is redacted: the callback gets the target's name masked already."""
+    if progress is None:
+        return None
+    inner = progress
+
+    def cb(target: Target, state: str) -> None:
+        inner(_Shown(target), state)  # type: ignore[arg-type]
+
+    return cb
 
 
 def _one(

@@ -160,9 +160,10 @@ def run_into(out: dict[str, str], name: str, *args: str, **kw) -> str:
 
 
 def bundle_text(path: Path) -> str:
+    """Every member of a bundle, its name and its text."""
     with tarfile.open(path) as tar:
         return "\n".join(
-            tar.extractfile(m).read().decode("utf-8", "replace")  # type: ignore[union-attr]
+            m.name + "\n" + tar.extractfile(m).read().decode("utf-8", "replace")  # type: ignore[union-attr]
             for m in tar.getmembers()
             if m.isfile()
         )
@@ -264,8 +265,12 @@ def test_log_file(tmp_path, empty_root):
     run_into(out, "diagnose --log text", "diagnose", "-v", *root, "--log", str(log))
     run_into(out, "diagnose --log --json", "diagnose", "--json", *root, "--log", str(log))
     run_into(out, "diagnose --log --md", "diagnose", "--markdown", *root, "--log", str(log))
+    # a log whose file name holds tokens: the bundle stores it under its name
+    named = tmp_path / f"rank0 {SHAPES['hf_'][0]} {SHAPES['AKIA'][0]} {JWT}.log"
+    named.write_text(planted_log())
     bundle = tmp_path / "b.tar.gz"
-    run_into(out, "collect --log", "collect", "-o", str(bundle), *root, "--log", str(log))
+    logs = ["--log", str(log), "--log", str(named)]
+    run_into(out, "collect --log", "collect", "-o", str(bundle), *root, *logs)
     out["collect --log bundle"] = bundle_text(bundle)
     check("log", out, list(FORMS))
 
@@ -624,6 +629,42 @@ def test_ssh_log(tmp_path, ssh_lab, ssh_planted):
         errs["missing remote path [stderr]"] = errs.get("missing remote path [stderr]", "") + e
     assert errs["missing remote path [stderr]"].strip()
     check("ssh log", errs, [f for f, _ in _path_forms()])
+
+
+def test_progress_line_on_a_terminal(tmp_path, ssh_lab):
+    """On a terminal, diagnose draws which targets it is probing on stderr before any result
+    exists: Host aliases of an ssh config that look like tokens are drawn masked."""
+    import pty
+
+    port = ssh_lab.silent_listener()
+    aliases = [SHAPES[f][0] for f in TUI_FORMS]
+    conf = tmp_path / "ssh_config"
+    conf.write_text(
+        "".join(f"Host {a}\n  HostName 127.0.0.1\n  Port {port}\n  User u\n" for a in aliases)
+    )
+    master, slave = pty.openpty()
+    full = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", "COLUMNS": "400"}
+    argv = ["diagnose", "--ssh-config", str(conf), "--ssh-config-hosts", "*"]
+    argv += ["--known-hosts", str(ssh_lab.known_hosts), "--connect-timeout", "3"]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "epdoctor", *argv],
+        stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL, env=full, cwd=REPO,
+    )  # fmt: skip
+    os.close(slave)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    stdout = p.communicate(timeout=120)[0].decode("utf-8", "replace")
+    os.close(master)
+    terminal = drawn.decode("utf-8", "replace")
+    assert "probing" in terminal, terminal[-500:]
+    check("terminal", {"diagnose progress [stderr]": terminal, "diagnose": stdout}, TUI_FORMS)
 
 
 # --------------------------------------------------------------------------- Kubernetes
