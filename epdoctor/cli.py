@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from epdoctor import __version__, exitcodes
 from epdoctor.model import EpdoctorError
+from epdoctor.redact import redact_text
 
 # Shown first in --help, in this order; other discovered commands follow.
 ORDER = ["diagnose", "logs", "collect", "explain", "traps", "lint", "plan", "run", "tui"]
@@ -37,6 +38,7 @@ class Parser(argparse.ArgumentParser):
     """argparse with a short answer to wrong input: the command's own usage line and the error."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        message = redact_text(message)  # argparse quotes what was typed (--api-key X, a token)
         self.exit(exitcodes.ERROR, f"usage: {short_usage(self)}\n{self.prog}: error: {message}\n")
 
 

@@ -103,7 +103,7 @@ _FLAG = re.compile(
 )
 # NAME=VALUE, NAME: VALUE, "name": "value", export NAME="value", name = value
 _ASSIGN = re.compile(
-    r"(?<![A-Za-z0-9_.-])([\"']?)([A-Za-z_][A-Za-z0-9_.-]*)\1([ \t]*[=:][ \t]*)"
+    r"(?<![A-Za-z0-9_./-])([\"']?)([A-Za-z_][A-Za-z0-9_.-]*)\1([ \t]*[=:][ \t]*)"
     r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;&|)}\]]+)"
 )
 _JSON_LITERAL = re.compile(r"^(?:-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null)$")
