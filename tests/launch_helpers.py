@@ -7,11 +7,35 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ENGINE = str(Path(__file__).parent / "fake_engine.py")  # stands in for the engine
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli_env() -> dict[str, str]:
+    """The environment for `python -m epdoctor` run from the checkout in a subprocess."""
+    return {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie (a zombie is gone for our purposes)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split()[2] != "Z"
+
+
+def shared_dir(prefix: str = "epd-launch-") -> str:
+    """A run folder the SSH tests' remote user can write its logs into."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(d, 0o777)
+    return d
 
 
 def torch_python() -> str | None:

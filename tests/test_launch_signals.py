@@ -16,28 +16,14 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
-from launch_helpers import ENGINE, free_port
+from launch_helpers import ENGINE, alive, cli_env, free_port, shared_dir
 from sshd_fixture import user_processes
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().split()[2] != "Z"
 
 
 def _engines(port: int) -> list[int]:
@@ -96,7 +82,7 @@ def _engine_pid(log: Path) -> int:
 def _gone(pids: list[int], timeout: float = 15.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not any(_alive(p) for p in pids):
+        if not any(alive(p) for p in pids):
             return True
         time.sleep(0.1)
     return False
@@ -119,7 +105,7 @@ def test_sigterm_and_sighup_stop_the_engine_on_this_host(tmp_path, sig, phase):
         _serve_argv(port, str(tmp_path), delay=delay),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        env=_env(),
+        env=cli_env(),
         cwd=ROOT,
     )
     try:
@@ -127,7 +113,7 @@ def test_sigterm_and_sighup_stop_the_engine_on_this_host(tmp_path, sig, phase):
         if phase == "ready":
             _wait(lambda: "listening on" in (tmp_path / "leader.log").read_text(), what="listening")
             time.sleep(0.5)  # epdoctor saw it ready and follows the logs
-        assert _alive(pid) and _engines(port) == [pid]
+        assert alive(pid) and _engines(port) == [pid]
         p.send_signal(sig)
         out, _ = p.communicate(timeout=40)
     finally:
@@ -155,7 +141,7 @@ def test_a_dropped_terminal_stops_the_engine(tmp_path):
         pid = _engine_pid(tmp_path / "leader.log")
         _wait(lambda: "listening on" in (tmp_path / "leader.log").read_text(), what="listening")
         time.sleep(0.5)
-        assert _alive(pid)
+        assert alive(pid)
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
     assert _gone([pid]), "the engine outlived the terminal epdoctor ran in"
@@ -168,7 +154,7 @@ def test_detach_leaves_it_running_and_says_how_to_stop_it(tmp_path):
         _serve_argv(port, str(tmp_path), "--detach"),
         capture_output=True,
         text=True,
-        env=_env(),
+        env=cli_env(),
         cwd=ROOT,
         timeout=60,
     )
@@ -176,7 +162,7 @@ def test_detach_leaves_it_running_and_says_how_to_stop_it(tmp_path):
     try:
         assert p.returncode == 0, p.stdout + p.stderr
         time.sleep(0.5)
-        assert _alive(pid) and _engines(port) == [pid]  # epdoctor exited, the engine did not
+        assert alive(pid) and _engines(port) == [pid]  # epdoctor exited, the engine did not
         lines = p.stdout.splitlines()
         i = lines.index(next(ln for ln in lines if "Stop it later with:" in ln))
         stop = lines[i + 1].strip()
@@ -184,7 +170,7 @@ def test_detach_leaves_it_running_and_says_how_to_stop_it(tmp_path):
         subprocess.run(["sh", "-c", stop], check=True)  # what the operator would type
         assert _gone([pid]) and _engines(port) == []
     finally:
-        if _alive(pid):
+        if alive(pid):
             os.killpg(os.getpgid(pid), signal.SIGKILL)
 
 
@@ -238,12 +224,6 @@ def test_an_error_after_the_first_node_started_stops_it(tmp_path, capsys):
 pytest_sshd = pytest.mark.sshd
 
 
-def _shared_dir() -> str:
-    d = tempfile.mkdtemp(prefix="epd-sig-")
-    os.chmod(d, 0o777)  # the remote user writes its logs here
-    return d
-
-
 @pytest.fixture(scope="module")
 def host(ssh_lab):
     return ssh_lab.start_host("signals")
@@ -253,11 +233,11 @@ def host(ssh_lab):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_and_sighup_stop_the_engine_on_the_ssh_host(ssh_lab, host, sig):
     port = free_port()
-    rdir = _shared_dir()
+    rdir = shared_dir("epd-sig-")
     argv = _serve_argv(port, rdir, *ssh_lab.cli_args(host.spec))
     argv[argv.index("--cmd") + 1] = f"python3 {ENGINE} --port {port}"
     p = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_env(), cwd=ROOT
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=cli_env(), cwd=ROOT
     )
     try:
         _wait(lambda: user_processes(f"--port {port}"), what="the engine on the SSH host")
@@ -277,10 +257,10 @@ def test_sigterm_and_sighup_stop_the_engine_on_the_ssh_host(ssh_lab, host, sig):
 @pytest_sshd
 def test_detach_over_ssh_prints_the_ssh_command_that_stops_it(ssh_lab, host):
     port = free_port()
-    rdir = _shared_dir()
+    rdir = shared_dir("epd-sig-")
     argv = _serve_argv(port, rdir, "--detach", *ssh_lab.cli_args(host.spec))
     argv[argv.index("--cmd") + 1] = f"python3 {ENGINE} --port {port}"
-    p = subprocess.run(argv, capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=60)
+    p = subprocess.run(argv, capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=60)
     pids = user_processes(f"--port {port}")
     try:
         assert p.returncode == 0, p.stdout + p.stderr

@@ -6,24 +6,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
-from launch_helpers import ENGINE, TORCH_PY, free_port, needs_torch
+from launch_helpers import ENGINE, TORCH_PY, free_port, needs_torch, shared_dir
 from sshd_fixture import user_processes
 
 from epdoctor.cli import main
 from epdoctor.launch.http import request
 
 pytestmark = pytest.mark.sshd
-
-
-def shared_dir() -> str:
-    d = tempfile.mkdtemp(prefix="epd-launch-")
-    os.chmod(d, 0o777)  # the remote user writes its logs here
-    return d
 
 
 @pytest.fixture(scope="module")

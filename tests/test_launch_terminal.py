@@ -12,24 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from launch_helpers import TORCH_PY, free_port, needs_torch
+from launch_helpers import ENGINE, TORCH_PY, alive, cli_env, free_port, needs_torch
 
 ROOT = Path(__file__).resolve().parent.parent
-ENGINE = str(Path(__file__).parent / "fake_engine.py")
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is gone for our purposes
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().split()[2] != "Z"
 
 
 def test_ctrl_c_stops_everything_started_and_says_so(tmp_path):
@@ -56,7 +41,7 @@ def test_ctrl_c_stops_everything_started_and_says_so(tmp_path):
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        env=_env(),
+        env=cli_env(),
         cwd=ROOT,
     )
     log = tmp_path / "leader.log"
@@ -66,14 +51,14 @@ def test_ctrl_c_stops_everything_started_and_says_so(tmp_path):
         m = re.search(r"pid (\d+)", log.read_text() if log.exists() else "")
         pid = int(m.group(1)) if m else None
         time.sleep(0.1)
-    assert pid and _alive(pid)
+    assert pid and alive(pid)
     p.send_signal(signal.SIGINT)
     out, _ = p.communicate(timeout=30)
     text = out.decode()
     assert p.returncode == 130, text
     assert "stopped: leader: pid" in text and "everything epdoctor started is stopped" in text
     time.sleep(0.2)
-    assert not _alive(pid)
+    assert not alive(pid)
 
 
 @needs_torch

@@ -8,7 +8,6 @@ gloo backend when a PyTorch is available).
 
 from __future__ import annotations
 
-import os
 import sys
 import tarfile
 import time
@@ -23,7 +22,7 @@ from epdoctor.screens.targets import TargetsScreen
 from epdoctor.screens.tour import TourScreen
 from epdoctor.screens.traps import TrapsScreen
 from epdoctor.screens.wizard import WizardScreen
-from launch_helpers import TORCH_PY, free_port, needs_torch
+from launch_helpers import TORCH_PY, alive, free_port, needs_torch
 
 HERE = Path(__file__).resolve().parent
 BUNDLE = str(HERE / "fixtures" / "tui" / "three-nodes.tar.gz")
@@ -37,15 +36,6 @@ async def wait_for(pilot, pred, timeout: float = 20.0, what: str = "condition") 
             return
         await pilot.pause(0.05)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().split()[2] != "Z"
 
 
 def bundle_app(**kw) -> EpdoctorApp:
@@ -316,7 +306,7 @@ async def test_ctrl_c_during_a_launch_stops_everything_started(tmp_path):
             pilot, lambda: app.shared.launches and app.shared.launches[0].procs, what="start"
         )
         pid = app.shared.launches[0].procs[0].pid
-        assert _alive(pid)
+        assert alive(pid)
         await pilot.press("ctrl+c")
         await wait_for(pilot, lambda: not screen.running, timeout=30, what="stop")
         assert screen.gates["serve verdict"][0] == "interrupted"
@@ -324,7 +314,7 @@ async def test_ctrl_c_during_a_launch_stops_everything_started(tmp_path):
         assert any(ln.startswith("stopped: leader: pid") for ln in lines)
         assert any("everything epdoctor started is stopped" in ln for ln in lines)
         time.sleep(0.2)
-        assert not _alive(pid)
+        assert not alive(pid)
         assert isinstance(app.screen, LaunchScreen)  # Ctrl-C stopped the launch, not the app
 
 
@@ -633,6 +623,6 @@ async def test_quitting_during_a_launch_stops_what_it_started(tmp_path):
         pid = app.shared.launches[0].procs[0].pid
         await pilot.press("ctrl+q")
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and _alive(pid):
+        while time.monotonic() < deadline and alive(pid):
             await pilot.pause(0.1)
-        assert not _alive(pid)
+        assert not alive(pid)

@@ -10,7 +10,6 @@ kernel test on the gloo backend.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 from epdoctor.screens.app import EpdoctorApp
 from epdoctor.screens.explain import ConfirmScreen
 from epdoctor.screens.launch import LaunchScreen
-from launch_helpers import TORCH_PY, free_port, needs_torch
+from launch_helpers import TORCH_PY, free_port, needs_torch, shared_dir
 from sshd_fixture import ssh_lab, user_processes  # noqa: F401
 
 HERE = Path(__file__).resolve().parent
@@ -34,12 +33,6 @@ async def wait_for(pilot, pred, timeout: float = 30.0, what: str = "condition") 
             return
         await pilot.pause(0.05)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def shared_dir() -> str:
-    d = tempfile.mkdtemp(prefix="epd-tui-remote-")
-    os.chmod(d, 0o777)  # the SSH test user writes its logs here
-    return d
 
 
 def serve_flags(rdir: str, port: int, worker_port: int) -> str:
