@@ -505,6 +505,37 @@ def interrupted_note(out: Out, exc: BaseException, what: str = "") -> None:
     )
 
 
+def stopping(
+    out: Out, stop: Callable[[], list[str]], body: Callable[[Callable[[], None]], int]
+) -> int:
+    """Run `body`; however it ends, what it started is stopped, unless it called keep().
+
+    Ctrl-C, SIGTERM and SIGHUP (epdoctor.launch.guard) arrive as KeyboardInterrupt: say what
+    was stopped and exit INTERRUPTED. An error (a node that would not start, a lost connection)
+    stops the others and propagates. `stop` may run more than once: it is idempotent.
+    """
+    from epdoctor import exitcodes
+
+    kept = False
+
+    def keep() -> None:  # --detach
+        nonlocal kept
+        kept = True
+
+    try:
+        return body(keep)
+    except KeyboardInterrupt as exc:
+        stopped_note(out, stop())
+        interrupted_note(out, exc)
+        return exitcodes.INTERRUPTED
+    except Exception:
+        stopped_note(out, stop())
+        raise
+    finally:
+        if not kept:  # whatever else ends it: nothing it started outlives it
+            stop()
+
+
 # --------------------------------------------------------------------------- kernel test
 def run(args: argparse.Namespace) -> int:
     from epdoctor import exitcodes
@@ -606,11 +637,11 @@ def run_kernel_test(args: argparse.Namespace) -> int:
         on_finding=finding_sink(args, out, board),
     )
     t0 = time.monotonic()
-    keep = False  # --detach: the one way out that leaves the ranks running
-    try:
+
+    def body(keep: Callable[[], None]) -> int:
         krun.start()
-        if args.detach:
-            keep = True
+        if args.detach:  # the one way out that leaves the ranks running
+            keep()
             return _detached(out, krun.group, cfg.run_dir)
         board.set_status("kernel test", "running", f"{cfg.world} ranks on {len(nodes)} node(s)")
 
@@ -621,16 +652,8 @@ def run_kernel_test(args: argparse.Namespace) -> int:
         live_loop(args, out, board, step)
         report = krun.finish()
         return _show_kernel_report(out, report, krun.failed_early)
-    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP
-        stopped_note(out, krun.stop())
-        interrupted_note(out, exc)
-        return exitcodes.INTERRUPTED
-    except Exception:  # a node that would not start, a lost connection: stop the others
-        stopped_note(out, krun.stop())
-        raise
-    finally:
-        if not keep:  # whatever else ends it: nothing it started outlives it
-            krun.stop()
+
+    return stopping(out, krun.stop, body)
 
 
 def _show_kernel_report(out: Out, report: Any, failed_early: bool) -> int:
@@ -905,16 +928,16 @@ def run_serve(args: argparse.Namespace) -> int:
         return code
     board = PaneBoard()
     srun = make_serve_run(args, out, cfg, board)
-    keep = False  # --detach after ready: the one way out that leaves the engine running
-    try:
+
+    def body(keep: Callable[[], None]) -> int:
         gate = start_serving(args, out, srun, board)
         print_gates(out, [gate])
         if gate.status is not Status.PASS:
             stopped_note(out, srun.stop())
             _serve_json(out, srun, gate)
             return exitcodes.FINDINGS
-        if args.detach:
-            keep = True
+        if args.detach:  # after ready: the one way out that leaves the engine running
+            keep()
             _serve_json(out, srun, gate)
             return _detached(out, srun.group, cfg.run_dir)
         out.print("ready: following the logs; Ctrl-C (or SIGTERM, SIGHUP) stops the engine")
@@ -927,16 +950,8 @@ def run_serve(args: argparse.Namespace) -> int:
         out.print("[red]the engine exited[/red]")
         stopped_note(out, srun.stop())  # what is left of its process groups
         return exitcodes.FINDINGS
-    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP
-        stopped_note(out, srun.stop())
-        interrupted_note(out, exc)
-        return exitcodes.INTERRUPTED
-    except Exception:  # a node that would not start, a lost connection: stop the others
-        stopped_note(out, srun.stop())
-        raise
-    finally:
-        if not keep:  # whatever else ends it: nothing it started outlives it
-            srun.stop()
+
+    return stopping(out, srun.stop, body)
 
 
 def _serve_json(out: Out, srun: Any, gate: Any) -> None:
