@@ -189,6 +189,20 @@ def _fails(lines: list[Trouble], code: str, event_codes: dict[str, tuple[str, St
     return code not in GENERIC_CODES and knowledge.get(code).severity == "fail"
 
 
+def watchdog_abort(text: str) -> bool:
+    """The line reports an abort, which after a collective timed out is the watchdog's own.
+
+    ProcessGroupNCCL aborts the process itself once a collective timed out ("we are taking the
+    entire process down"): the timeout is then the finding and the abort only its end.
+    """
+    return _ABORT.search(text) is not None
+
+
+def timed_out(facts: LogFacts) -> bool:
+    """A collective timed out somewhere in the log (a WAIT_CODES line)."""
+    return any(t.verdict.code in WAIT_CODES for t in facts.troubles)
+
+
 def message(t: Trouble) -> str:
     """The line without NCCL's prefix and location: what it says."""
     text = _NCCL_HEAD.sub("", t.text, count=1)
@@ -208,14 +222,12 @@ def findings(
     evidence (``Triage.extra_evidence``).
     """
     merged: dict[tuple[str, str], list[Incident]] = {}
-    timed_out = any(i.code in WAIT_CODES for i in tri.incidents)
+    waited = any(i.code in WAIT_CODES for i in tri.incidents)
     for inc in tri.incidents:
         if inc.code in owned or inc.cause.events:  # the event table reports that line
             continue
         what = "" if inc.code in GENERIC_CODES else _norm(message(inc.cause))
-        if timed_out and inc.code == "E807" and _ABORT.search(inc.cause.text):
-            # ProcessGroupNCCL aborts the process itself after a collective timed out ("we
-            # are taking the entire process down"): the timeout is the finding, this its end
+        if waited and inc.code == "E807" and watchdog_abort(inc.cause.text):
             what = f"summary:{what}"
         elif inc.cause.verdict.role == triage.SYMPTOM:
             what = f"symptom:{what}"  # ordered with the symptoms (``tier``)

@@ -485,25 +485,20 @@ def _event_group(events: list[Event], title: str, code: str, status: Status) -> 
 _EXITCODE = re.compile(r"exitcode\s*:?\s*-(\d+)\b")
 
 
-def _timed_out(facts: LogFacts) -> bool:
-    return any(t.verdict.code == "E806" for t in facts.troubles)
-
-
 def _signalled_children(evs: list[Event], timed_out: bool) -> Generator[Keyed, None, list[Event]]:
     """Children torchrun reports killed by a signal: the signal is the finding, not E204.
 
     torchrun prints a negative exitcode for a child ended by a signal (-9 SIGKILL: the OOM
     killer or a scheduler; -6 SIGABRT: an abort or a C++ exception). SIGSEGV (-11) is the
     segfault event's (E203); SIGTERM (-15) is a stop someone sent (torchrun itself, to the other
-    workers once one failed). The rest stay "a failed child" (E204), a pure symptom; so does a
-    SIGABRT after a collective timed out: ProcessGroupNCCL's watchdog aborts the process itself
-    ("we are taking the entire process down"), the timeout is the finding.
+    workers once one failed). The rest stay "a failed child" (E204), a pure symptom; so does
+    the watchdog's own abort after a collective timed out (``log_incidents.watchdog_abort``).
     """
     by_sig: dict[int, list[Event]] = {}
     rest: list[Event] = []
     for e in evs:
         m = _EXITCODE.search(e.text)
-        if m is None or int(m[1]) == signal.SIGTERM or (timed_out and int(m[1]) == signal.SIGABRT):
+        if m is None or int(m[1]) == signal.SIGTERM or (timed_out and incidents.watchdog_abort(e.text)):
             rest.append(e)
         elif int(m[1]) != signal.SIGSEGV:
             by_sig.setdefault(int(m[1]), []).append(e)
@@ -530,7 +525,7 @@ def event_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
         ):
             continue  # the same ptxas run, already explained by D504 / D405
         if kind == "torchrun_child" and evs:
-            evs = yield from _signalled_children(evs, _timed_out(facts))
+            evs = yield from _signalled_children(evs, incidents.timed_out(facts))
         if evs:
             yield f"{code}:{kind}", _event_group(evs, _TITLES[kind], code, status)
     if qp := by_kind.get("deepep_qp_cap"):
