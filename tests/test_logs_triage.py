@@ -239,6 +239,9 @@ def test_incremental_analyzer_raises_the_cause_when_its_line_arrives():
         # aws-ofi-nccl request completions and libfabric prov/efa completion status strings
         ("h:1:9 [3] nccl_net_ofi_rdma.c:1234 NCCL WARN NET/OFI Request 0x7f00 completed with "
          "error. RC: 5. Error: 110 (Unreachable remote). Completed length: 0", "T801"),
+        # aws-ofi-nccl 1.x's own logger (its test binaries print without NCCL's prefix)
+        ("WARN: Function: create_nccl_ofi_component Line: 459: NET/OFI Couldn't open AV. "
+         "RC: -22, ERROR: Invalid argument", "T801"),
         # UCX (ucs/debug/log.c format): a refused peer is named as such, anything else is UCX's
         ("[1653901933.475958] [gpu02:5215 :0]            sock.c:325  UCX  ERROR   connect(fd=40, "
          "dest_addr=172.17.0.1:40703) failed: Connection refused", "T803"),

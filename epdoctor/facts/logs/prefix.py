@@ -54,6 +54,10 @@ _NCCL_PARTIAL = re.compile(
     r"(?:(?P<loc>[\w./-]+\.(?:cc|cpp|h|c):\d+) )?NCCL (?P<level>INFO|WARN) "
 )
 
+# aws-ofi-nccl 1.x's own logger in its test binaries (nccl_message_transfer, ring): the same
+# message NCCL prints after "NCCL WARN ", with the level in front instead
+_OFI_OWN = re.compile(r"(?P<level>INFO|WARN|TRACE): (?=Function: \S+ Line: \d+: )")
+
 MAX_PREFIXES = 6
 
 
@@ -166,6 +170,11 @@ def parse_line(raw: str) -> Parsed:
 
 def _partial(body: str, labels: tuple[str, ...], label_pid: int | None) -> Parsed:
     """A line without NCCL's host:pid:tid [dev] prefix: an NCCL message all the same?"""
+    if (own := _OFI_OWN.match(body)) is not None:
+        return Parsed(
+            body, labels, level=own["level"], msg=body[own.end() :].strip(),
+            label_pid=label_pid, nccl=True,
+        )  # fmt: skip
     i = body.find("NCCL ", 0, 240)
     if i == -1 or (m := _NCCL_PARTIAL.search(body, max(0, i - 120), i + 12)) is None:
         return Parsed(body, labels, msg=body, label_pid=label_pid)

@@ -180,6 +180,7 @@ RULES: tuple[Rule, ...] = (
         "ofi",
         "EFA completion or address error: a peer cannot be reached",
         r"(?i)completed with error|completion error|fi_av_insert|address vector|"
+        r"(?-i:(?:open|insert|create)\w*[^\n]{0,12}\bAV\b)|"  # aws-ofi-nccl "Couldn't open AV"
         r"unable to insert (?:remote )?address|unreachable remote|remote unreachable|"
         r"destination unreachable|peer[^\n]{0,40}unreachable|\bRNR\b|receiver not ready|"
         r"fi_cq_readerr|cq_readerr|retr(?:y|ies) exceeded|handshake[^\n]{0,40}(?:fail|timed out)",
