@@ -9,8 +9,9 @@ in names that came from a bundle or a path, a Kubernetes API that answers HTML, 
 object, the wrong type or nothing (tests/kube_emulator.py, hostile mode), SSH hosts that say
 nothing or junk, and output paths that are missing, unwritable, full, taken or symbolic links.
 
-With ``EPD_HOSTILE_TALLY=FILE`` each case appends one JSON line (id and what went wrong) to FILE,
-which is how the counts in docs/getting-started.md were taken.
+With ``EPD_HOSTILE_TALLY=FILE`` each case appends one JSON line (id and what went wrong: a
+traceback, a hang, the wrong exit code, no one-line reason) to FILE, so a run can be counted as
+tried / traceback / hung / wrong exit.
 """
 
 from __future__ import annotations
