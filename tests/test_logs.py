@@ -121,6 +121,23 @@ def test_tcp_provider_never_counts_as_efa():
     assert codes(a) == {"T701": {"fail"}}
 
 
+def test_old_provider_line_without_fabric_names_the_provider_alone(tmp_path):
+    # NCCL 2.4.6 with an early aws-ofi-nccl on two V100 hosts (NVIDIA/nccl#229): no fabric is
+    # printed, so none is shown and the finding names just the provider
+    log = tmp_path / "nccl-229.log"
+    log.write_text(
+        "ip-192-168-16-255:25604:25604 [0] NCCL INFO NET/Socket : Using [0]eth0:192.168.16.255<0>\n"
+        "ip-192-168-16-255:25604:25604 [0] NCCL INFO NET/OFI Selected Provider is tcp;ofi_rxm\n"
+        "NCCL version 2.4.6+cuda10.0\n"
+        "ip-192-168-29-243:24447:24447 [0] NCCL INFO NET/OFI Selected Provider is tcp;ofi_rxm\n"
+    )
+    a = analyze_paths([str(log)], Context())
+    assert [r.provider_text for r in a.ranks] == ["tcp;ofi_rxm", "tcp;ofi_rxm"]
+    (f,) = a.findings
+    assert (f.code, f.status) == ("T701", Status.FAIL)
+    assert "provider tcp;ofi_rxm, not EFA" in f.title and "fabric" not in f.title
+
+
 def test_sixteen_ranks_two_on_socket():
     a = run("composed-16rank-mixed.log", instance="p5en.48xlarge")
     assert len(a.ranks) == 16

@@ -154,7 +154,7 @@ def network_findings(
         p = r.provider
         net = r.network
         if p is not None and p[0] != "efa":
-            groups.setdefault(("provider", f"{p[0]} (fabric {p[1]})"), []).append(r)
+            groups.setdefault(("provider", f"{p[0]} (fabric {p[1]})" if p[1] else p[0]), []).append(r)
         elif p is not None and p[1] not in ("efa-direct", ""):
             groups.setdefault(("fabric", p[1]), []).append(r)
         elif net is not None and net not in sig.NET_NAMES_OFI:

@@ -339,7 +339,7 @@ def _why_not_efa(r: RankFacts) -> str:
     if r.provider:
         prov, fabric, n = r.provider
         if prov != "efa":
-            return f"provider {prov} (fabric {fabric}): not EFA"
+            return f"provider {r.provider_text}: not EFA"
         if fabric != "efa-direct":
             return f"provider efa but fabric {fabric} (found {n} nics): not efa-direct"
     if r.network and r.network not in NET_NAMES_OFI:

@@ -45,7 +45,7 @@ def rank_row(r: RankFacts) -> tuple[str, ...]:
         ", ".join(lb for lb in r.labels if lb != r.key)[:40],
         r.nccl_version or "",
         r.network or "",
-        f"{p[0]} / {p[1]}" if p else "",
+        r.provider_text,
         (str(p[2]) if p[2] >= 0 else "?") if p else "",
         gin,
         efa if r.is_nccl else "",

@@ -115,6 +115,14 @@ class RankFacts:
         return self.providers[-1] if self.providers else None
 
     @property
+    def provider_text(self) -> str:
+        """'efa / efa-direct', or the provider alone where the log named no fabric."""
+        p = self.provider
+        if p is None:
+            return ""
+        return f"{p[0]} / {p[1]}" if p[1] else p[0]
+
+    @property
     def gin_type(self) -> int | None:
         v = self.env.get("NCCL_GIN_TYPE")
         try:
