@@ -19,6 +19,7 @@ class Status(str, enum.Enum):
 
     PASS = "pass"
     SKIP = "skip"  # not applicable to the chosen transport or stack
+    INFO = "info"  # a note or precondition that does not change a verdict (plan, lint)
     UNKNOWN = "unknown"  # the evidence could not be seen: never a pass
     WARN = "warn"
     FAIL = "fail"
@@ -28,7 +29,14 @@ class Status(str, enum.Enum):
         return _RANK[self]
 
 
-_RANK = {Status.PASS: 0, Status.SKIP: 0, Status.UNKNOWN: 1, Status.WARN: 2, Status.FAIL: 3}
+_RANK = {
+    Status.PASS: 0,
+    Status.SKIP: 0,
+    Status.INFO: 0,
+    Status.UNKNOWN: 1,
+    Status.WARN: 2,
+    Status.FAIL: 3,
+}
 
 
 @dataclass(frozen=True)
@@ -69,8 +77,27 @@ def _jsonable(value: Any) -> Any:
 
 
 @dataclass(frozen=True)
+class Location:
+    """Where in a file a finding points: 1-based line, and column when the rule knows it."""
+
+    path: str
+    line: int
+    column: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "column": self.column}
+
+
+@dataclass(frozen=True)
 class Finding:
-    """What one check concluded, tied to a trap code in the catalogue."""
+    """What one detector concluded, tied to a trap code in the catalogue.
+
+    Every detector returns this one type: node and Kubernetes checks, the log analyzer, lint
+    rules (with a ``location`` in a file), plan rules and launch gates. ``subject`` names what
+    the finding is about when one code can be raised about several things (a log's network
+    verdict per provider, per rank group); a streaming analyzer raises each (code, subject)
+    once. ``suppressed`` is the reason given by an in-source suppression (lint).
+    """
 
     code: str
     status: Status
@@ -78,13 +105,12 @@ class Finding:
     evidence: tuple[str, ...] = ()
     fix: str = ""
     target: str = ""
-
-    @property
-    def severity(self) -> str:
-        return self.status.value
+    location: Location | None = None
+    subject: str = ""
+    suppressed: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "code": self.code,
             "severity": self.status.value,
             "title": self.title,
@@ -92,6 +118,9 @@ class Finding:
             "fix": self.fix,
             "target": self.target,
         }
+        if self.location is not None:
+            out["location"] = self.location.to_json()
+        return out
 
 
 @dataclass(frozen=True)
