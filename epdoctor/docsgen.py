@@ -46,7 +46,7 @@ def _code_block(lines: Iterable[str]) -> list[str]:
 
 def render_trap(t: Trap) -> list[str]:
     out = [f'<a id="{t.code.lower()}"></a>', f"## {t.code}: {t.title}", ""]
-    meta = [f"severity **{t.severity}**", f"name `{t.name}`"]
+    meta = [f"severity **{t.default_status.value}**", f"name `{t.name}`"]
     meta.append("explain-only" if t.explain_only else "detected automatically")
     if t.transports:
         meta.append("transports " + ", ".join(t.transports))
@@ -87,7 +87,7 @@ def render_layer(layer: str, traps: list[Trap]) -> str:
     lines += [f"{len(traps)} traps, {auto} detected automatically. [All layers](index.md).", ""]
     lines += ["| code | severity | title |", "|---|---|---|"]
     lines += [
-        f"| [{t.code}](#{t.code.lower()}) | {t.severity} | {_md(t.title).replace('|', '/')} |"
+        f"| [{t.code}](#{t.code.lower()}) | {t.default_status.value} | {_md(t.title).replace('|', '/')} |"
         for t in traps
     ]
     lines.append("")

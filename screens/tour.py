@@ -95,7 +95,7 @@ class TourScreen(Screen[None]):
         table = self.query_one("#tour-traps", DataTable)
         table.clear()
         for t in step.traps():
-            table.add_row(t.code, t.severity, t.title, key=t.code)
+            table.add_row(t.code, t.default_status.value, t.title, key=t.code)
         lv = self.query_one("#tour-steps", ListView)
         if lv.index != self.index:
             lv.index = self.index

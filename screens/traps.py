@@ -21,7 +21,7 @@ def matches(
 ) -> bool:
     if layer and t.layer != layer:
         return False
-    if severity and t.severity != severity:
+    if severity and t.default_status.value != severity:
         return False
     if engine and t.engines and engine not in t.engines:
         return False  # traps that name no engine hold for every engine
@@ -71,7 +71,7 @@ class TrapsScreen(Screen[None]):
         table.clear()
         shown = [t for t in knowledge.all_traps() if matches(t, query, layer, sev, eng)]
         for t in shown:
-            table.add_row(t.code, t.severity, t.layer, t.title, key=t.code)
+            table.add_row(t.code, t.default_status.value, t.layer, t.title, key=t.code)
         filtered = query or layer or sev or eng
         count = f"{len(shown)} matching traps" if filtered else f"{len(shown)} traps"
         self.query_one("#trap-count", Static).update(f"{count} · Enter explains · / searches")

@@ -205,14 +205,14 @@ def _finding(code: str, status: Status, title: str, evidence: list[str]) -> Find
     return replace(finding(code, status, title, evidence), target="fleet")
 
 
-def _status(severity: str) -> Status:
-    return {"fail": Status.FAIL, "warn": Status.WARN}.get(severity, Status.WARN)
+def _status(default: Status) -> Status:
+    return default if default in (Status.FAIL, Status.WARN) else Status.WARN
 
 
 def _severities() -> dict[str, Status]:
     from epdoctor import knowledge
 
-    return {a.code: _status(knowledge.get(a.code).severity) for a in ASPECTS}
+    return {a.code: _status(knowledge.get(a.code).default_status) for a in ASPECTS}
 
 
 _SEVERITY: dict[str, Status] = {}

@@ -186,7 +186,7 @@ def _fails(lines: list[Trouble], code: str, event_codes: dict[str, tuple[str, St
         return True
     if any(k in event_codes and event_codes[k][1] is Status.FAIL for t in lines for k in t.events):
         return True
-    return code not in GENERIC_CODES and knowledge.get(code).severity == "fail"
+    return code not in GENERIC_CODES and knowledge.get(code).default_status is Status.FAIL
 
 
 def watchdog_abort(text: str) -> bool:

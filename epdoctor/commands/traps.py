@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
             if t.layer == args.layer or t.code[:1] == args.layer.upper()[:1] == args.layer
         ]
     if args.severity:
-        traps = [t for t in traps if t.severity == args.severity]
+        traps = [t for t in traps if t.default_status.value == args.severity]
     if args.query:
         q = args.query.lower()
         traps = [
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     table.add_column("severity", no_wrap=True)
     table.add_column("title")
     for t in traps:
-        table.add_row(t.code, t.layer, t.severity, t.title)
+        table.add_row(t.code, t.layer, t.default_status.value, t.title)
     console().print(table)
     return exitcodes.OK
 

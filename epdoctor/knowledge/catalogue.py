@@ -14,6 +14,8 @@ import threading
 from dataclasses import dataclass, field
 from importlib import resources
 
+from epdoctor.model import Status
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised only on 3.10
@@ -36,8 +38,11 @@ LAYERS: dict[str, str] = {
 }
 
 CODE_RE = re.compile(r"^[A-Z][0-9]{3}$")
-SEVERITIES = ("fail", "warn", "unknown", "info")
-REQUIRED = ("title", "severity", "symptom", "why", "detect")
+# The status a finding of the trap takes unless its detector says otherwise (lint reports at
+# it; drift and the log incidents read it). Users see it as the trap's "severity".
+DEFAULT_STATUSES = (Status.FAIL, Status.WARN, Status.UNKNOWN, Status.INFO)
+SEVERITIES = tuple(s.value for s in DEFAULT_STATUSES)  # the values `traps --severity` takes
+REQUIRED = ("title", "default_status", "symptom", "why", "detect")
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,7 @@ class Trap:
     name: str
     title: str
     layer: str
-    severity: str
+    default_status: Status
     symptom: str
     why: str
     detect: str
@@ -77,7 +82,7 @@ class Trap:
             "name": self.name,
             "title": self.title,
             "layer": self.layer,
-            "severity": self.severity,
+            "severity": self.default_status.value,
             "symptom": self.symptom,
             "why": self.why,
             "fix": self.fix,
@@ -112,9 +117,9 @@ def parse_trap(code: str, data: dict[str, object]) -> Trap:
     missing = [k for k in REQUIRED if not str(data.get(k, "")).strip()]
     if missing:
         raise CatalogueError(f"{code}: missing {', '.join(missing)}")
-    severity = str(data["severity"])
-    if severity not in SEVERITIES:
-        raise CatalogueError(f"{code}: severity must be one of {SEVERITIES}")
+    if str(data["default_status"]) not in SEVERITIES:
+        raise CatalogueError(f"{code}: default_status must be one of {SEVERITIES}")
+    default_status = Status(str(data["default_status"]))
     fix = data.get("fix", {})
     if isinstance(fix, str):
         fix = {"text": fix}
@@ -134,7 +139,7 @@ def parse_trap(code: str, data: dict[str, object]) -> Trap:
         name=str(data.get("name", code.lower())),
         title=str(data["title"]),
         layer=layer,
-        severity=severity,
+        default_status=default_status,
         symptom=str(data["symptom"]).strip(),
         why=str(data["why"]).strip(),
         detect=str(data["detect"]).strip(),

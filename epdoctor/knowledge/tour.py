@@ -127,7 +127,7 @@ def render_markdown(tour: Tour | None = None) -> str:
             for t in traps:
                 title = t.title.replace("|", "\\|")
                 out.append(
-                    f"| [{t.code}](traps/{t.layer}.md#{t.code.lower()}) | {t.severity} | {title} |"
+                    f"| [{t.code}](traps/{t.layer}.md#{t.code.lower()}) | {t.default_status.value} | {title} |"
                 )
             out.append("")
     return "\n".join(out)

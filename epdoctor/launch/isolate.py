@@ -74,7 +74,7 @@ class Outlier:
 
     def finding(self) -> Finding:
         trap = knowledge.get(self.code)
-        status = Status.WARN if trap.severity == "warn" else Status.FAIL
+        status = Status.WARN if trap.default_status is Status.WARN else Status.FAIL
         return Finding(
             self.code,
             status,

@@ -80,7 +80,7 @@ class LintFinding:
         if self.severity:
             return self.severity
         try:
-            return knowledge.get(self.code).severity
+            return knowledge.get(self.code).default_status.value
         except KeyError:
             return "warn"
 

@@ -88,8 +88,8 @@ def _rule(code: str) -> dict[str, object]:
             "markdown": f"**{trap.title}**\n\n{trap.why}\n\n**Fix:** {fix}\n\n"
             f"`epdoctor explain {trap.code}`; docs/traps/{trap.layer}.md#{trap.code.lower()}",
         },
-        "defaultConfiguration": {"level": SARIF_LEVEL.get(trap.severity, "warning")},
-        "properties": {"tags": [trap.layer], "severity": trap.severity},
+        "defaultConfiguration": {"level": SARIF_LEVEL.get(trap.default_status.value, "warning")},
+        "properties": {"tags": [trap.layer], "severity": trap.default_status.value},
     }
 
 

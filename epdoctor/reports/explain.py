@@ -22,7 +22,7 @@ def _ref(url: str) -> RenderableType:
 def render_trap(console: Console, t: Trap) -> None:
     parts: list[RenderableType] = [
         Text(t.title, style="bold"),
-        Text(f"layer {t.layer} · severity {t.severity}", style="dim"),
+        Text(f"layer {t.layer} · severity {t.default_status.value}", style="dim"),
         Text(""),
     ]
 
