@@ -27,7 +27,8 @@ SAFE_TIMEOUT_S = 15.0
 
 def trap_markdown(t: Trap, finding: Any | None = None) -> str:
     """The trap's catalogue text as Markdown (the same fields `epdoctor explain` prints)."""
-    out = [f"## {t.code} · {t.title}", "", f"*layer {t.layer} · severity {t.default_status.value}*", ""]
+    meta = f"*layer {t.layer} · severity {t.default_status.value}*"
+    out = [f"## {t.code} · {t.title}", "", meta, ""]
     if finding is not None:
         where = f" on {finding.target}" if getattr(finding, "target", "") else ""
         out += [f"**Seen{where}: {finding.status.value.upper()}** {finding.title}", ""]

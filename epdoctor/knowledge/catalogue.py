@@ -21,22 +21,35 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised only on 3.10
     import tomli as tomllib
 
-# Layer letter -> layer name. The letter is the code prefix (H101, T201, ...).
-LAYERS: dict[str, str] = {
-    "H": "host",
-    "L": "packaging",
-    "N": "plugin",
-    "T": "transport",
-    "D": "deepep",
-    "E": "engine",
-    "K": "kubernetes",
-    "B": "image",
-    "S": "scripts",
-    "M": "benchmark",
-    "C": "config",
-    "F": "fleet",
-}
 
+class CatalogueError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Layer:
+    letter: str  # the code prefix (H101, T201, ...)
+    name: str
+    title: str  # the heading of its docs page
+    order: int  # reports and docs list layers in this order
+
+
+def _read_toml(name: str) -> dict[str, object]:
+    return tomllib.loads((resources.files("epdoctor.knowledge") / name).read_text(encoding="utf-8"))
+
+
+@functools.cache
+def layers() -> tuple[Layer, ...]:
+    """The stack's layers from layers.toml, in their order."""
+    rows = _read_toml("layers.toml")["layer"]
+    out = sorted((Layer(**row) for row in rows), key=lambda la: la.order)  # type: ignore[union-attr,arg-type]
+    if len({la.letter for la in out}) != len(out) or len({la.order for la in out}) != len(out):
+        raise CatalogueError("layers.toml: a letter or an order is used twice")
+    return tuple(out)
+
+
+# Layer letter -> layer name, in layer order. The letter is the code prefix (H101, T201, ...).
+LAYERS: dict[str, str] = {la.letter: la.name for la in layers()}
 CODE_RE = re.compile(r"^[A-Z][0-9]{3}$")
 # The status a finding of the trap takes unless its detector says otherwise (lint reports at
 # it; drift and the log incidents read it). Users see it as the trap's "severity".
@@ -95,10 +108,6 @@ class Trap:
             "references": list(self.references),
             "status": self.status,
         }
-
-
-class CatalogueError(ValueError):
-    pass
 
 
 def _tup(data: dict[str, object], key: str) -> tuple[str, ...]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from epdoctor.knowledge.catalogue import LAYERS
+from epdoctor.knowledge.catalogue import LAYERS, layers
 from epdoctor.model import Finding, Status, TargetResult
 
-LAYER_ORDER = {letter: i for i, letter in enumerate("HLNTDECKBSMF")}
+LAYER_ORDER = {la.letter: la.order for la in layers()}
 SHOWN_BY_DEFAULT = (Status.FAIL, Status.WARN, Status.UNKNOWN)
 
 
