@@ -91,7 +91,7 @@ def test_no_trap_keeps_a_seeds_list():
 
 def test_every_code_a_registered_check_emits_exists():
     from epdoctor.checks import load_all
-    from epdoctor.checks.base import REGISTRY
+    from epdoctor.checks.registry import DETECTORS as REGISTRY
 
     load_all()
     assert REGISTRY, "checks register themselves"

@@ -14,5 +14,5 @@ import pkgutil
 @functools.cache
 def load_all() -> None:
     for mod in pkgutil.iter_modules(__path__):
-        if mod.name != "base":
+        if mod.name not in ("base", "registry"):
             importlib.import_module(f"{__name__}.{mod.name}")

@@ -1,20 +1,23 @@
 """Conventions shared by every check.
 
 A check is a plain function ``(facts, ctx) -> Iterable[Finding]`` registered
-with ``@check("CODE", ...)``. It never does I/O. It returns PASS only on
-evidence it could see; when the evidence is absent it returns UNKNOWN (or
+with ``@check("CODE", ...)`` (the detector registry, checks/registry.py). It never does I/O.
+It returns PASS only on evidence it could see; when the evidence is absent it returns UNKNOWN (or
 SKIP when the trap does not apply to the chosen transport or stack). Titles
 and fixes default to the catalogue entry, so the text lives in one place.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from epdoctor import knowledge
+from epdoctor.checks.registry import check, detectors
 from epdoctor.model import Finding, Status
+
+__all__ = ["TRANSPORTS", "Context", "check", "finding", "run_checks"]
 
 TRANSPORTS = ("gin-proxy", "efa-gda")
 
@@ -31,29 +34,6 @@ class Context:
     engine: str | None = None
     instance: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
-
-
-CheckFn = Callable[[Any, Context], Iterable[Finding]]
-
-
-@dataclass(frozen=True)
-class Registered:
-    codes: tuple[str, ...]
-    fn: CheckFn
-    domain: str
-
-
-REGISTRY: list[Registered] = []
-
-
-def check(*codes: str, domain: str = "node") -> Callable[[CheckFn], CheckFn]:
-    """Register a check for one or more trap codes in a domain (node, logs, k8s, ...)."""
-
-    def deco(fn: CheckFn) -> CheckFn:
-        REGISTRY.append(Registered(tuple(codes), fn, domain))
-        return fn
-
-    return deco
 
 
 def finding(
@@ -76,7 +56,7 @@ def finding(
 
 def run_checks(facts: Any, ctx: Context, domain: str = "node") -> list[Finding]:
     out: list[Finding] = []
-    for reg in REGISTRY:
-        if reg.domain == domain:
-            out.extend(reg.fn(facts, ctx))
+    for d in detectors(domain):
+        if d.check:
+            out.extend(d.fn(facts, ctx))
     return out

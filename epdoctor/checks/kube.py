@@ -287,7 +287,7 @@ def _live_objects(facts: Mapping[str, Any]) -> kube_rules.Objects:
     return kube_rules.Objects(items, instance=itype, live=True)
 
 
-@check(*kube_rules.codes(), domain="kube")
+@check(domain="kube")  # runs the manifest rules, which register their own codes
 def live_manifest(facts: Mapping[str, Any], ctx: Context) -> Iterator[Finding]:
     """The manifest rules on the live pod, its StatefulSet and the namespace's Services.
 

@@ -6,18 +6,20 @@ about a missing note), and `epdoctor diagnose --pod` hands the live pod, its
 StatefulSet and the namespace's Services as the API server returns them. Both
 are the API's own camelCase JSON, so the rules cannot tell them apart.
 
-Each rule yields ``Hit``s: a trap code, a verdict, a message and the path of
-the field it is about inside its object, so lint can point at a line.
+Each rule is a detector (domain "kube") and yields ``Hit``s: a trap code, a verdict, a
+message and the path of the field it is about inside its object. A ``Hit`` is the rule-level
+form; its two callers turn it into a Finding (lint with the line of that field).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from epdoctor.checks.registry import detector
 from epdoctor.knowledge.instances import instance_spec
 from epdoctor.model import Status
 
@@ -51,7 +53,7 @@ class Hit:
     message: str
     obj: int  # index of the object in the list handed in
     path: Path = ()
-    level: str = ""  # lint severity when milder than the status says (info)
+    level: Status | None = None  # lint's status when milder than the live verdict (INFO)
 
 
 @dataclass
@@ -136,6 +138,7 @@ def _instance_of(spec: Mapping[str, Any], objs: Objects) -> str | None:
 # ---- the rules -------------------------------------------------------------------------------
 
 
+@detector("K201", domain="kube")
 def rule_headless_http(objs: Objects) -> Iterator[Hit]:
     """K201: a Service over every replica publishes the HTTP port; only the leader serves it."""
     stss = [(i, o) for i, o in objs.of_kind("StatefulSet") if _replicas(o) > 1]
@@ -167,6 +170,7 @@ def rule_headless_http(objs: Objects) -> Iterator[Hit]:
                 )
 
 
+@detector("K202", domain="kube")
 def rule_publish_not_ready(objs: Objects) -> Iterator[Hit]:
     """K202: the rendezvous Service hides not-ready pods, so peers cannot find each other."""
     svcs = {o["metadata"]["name"]: (i, o) for i, o in objs.of_kind("Service")}
@@ -195,6 +199,7 @@ def rule_publish_not_ready(objs: Objects) -> Iterator[Hit]:
         )
 
 
+@detector("K203", domain="kube")
 def rule_hugepages_note(
     objs: Objects, allocatable: Mapping[str, Any] | None = None
 ) -> Iterator[Hit]:
@@ -234,6 +239,7 @@ def rule_hugepages_note(
                         )
 
 
+@detector("K204", domain="kube")
 def rule_privileged_ipc_lock(objs: Objects) -> Iterator[Hit]:
     """K204: privileged already grants every capability; IPC_LOCK next to it does nothing."""
     for i, spec, base, _ in pod_specs(objs):
@@ -251,10 +257,11 @@ def rule_privileged_ipc_lock(objs: Objects) -> Iterator[Hit]:
                     "kept for a non-privileged variant)",
                     i,
                     (*base, "containers", n, "securityContext", "capabilities", "add"),
-                    level="info",
+                    level=Status.INFO,
                 )
 
 
+@detector("K205", domain="kube")
 def rule_large_emptydir(objs: Objects) -> Iterator[Hit]:
     """K205: a large disk-backed emptyDir draws on the node's (root EBS) ephemeral storage."""
     for i, spec, base, _ in pod_specs(objs):
@@ -278,6 +285,7 @@ def rule_large_emptydir(objs: Objects) -> Iterator[Hit]:
             )
 
 
+@detector("K206", domain="kube")
 def rule_mutable_tag(objs: Objects) -> Iterator[Hit]:
     """K206: a moving tag under IfNotPresent: each node runs whatever it pulled first."""
     for i, spec, base, _ in pod_specs(objs):
@@ -308,6 +316,7 @@ def rule_mutable_tag(objs: Objects) -> Iterator[Hit]:
                 )
 
 
+@detector("K207", domain="kube")
 def rule_instance_resources(objs: Objects) -> Iterator[Hit]:
     """K207: EFA / GPU requests that do not match the instance the pods are pinned to."""
     for i, spec, base, _ in pod_specs(objs):
@@ -355,6 +364,7 @@ def rule_instance_resources(objs: Objects) -> Iterator[Hit]:
             )
 
 
+@detector("K208", domain="kube")
 def rule_pgrep_self_match(objs: Objects) -> Iterator[Hit]:
     """K208: `pgrep -f PATTERN` through a shell matches the shell's own command line."""
     for i, spec, base, _ in pod_specs(objs):
@@ -375,6 +385,7 @@ def rule_pgrep_self_match(objs: Objects) -> Iterator[Hit]:
                     )
 
 
+@detector("K209", domain="kube")
 def rule_qos(objs: Objects) -> Iterator[Hit]:
     """K209: not Guaranteed QoS: CPU throttling and first eviction under node pressure."""
     for i, spec, base, _ in pod_specs(objs):
@@ -498,7 +509,3 @@ def _self_matching_pgrep(cmd: Sequence[Any]) -> tuple[str, str]:
 
 def _bracketed(pattern: str) -> str:
     return f"[{pattern[0]}]{pattern[1:]}" if pattern else pattern
-
-
-def codes() -> Iterable[str]:
-    return ("K201", "K202", "K203", "K204", "K205", "K206", "K207", "K208", "K209")

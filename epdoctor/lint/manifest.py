@@ -150,7 +150,7 @@ def lint_manifest(file: RecipeFile, ctx: LintContext) -> Iterable[LintFinding]:
             line=line,
             code=hit.code,
             message=hit.message,
-            severity=hit.level or hit.status.value,
+            severity=(hit.level or hit.status).value,
         )
     yield from _env_contract(file, docs, objs)
     yield from manifest_images(file, docs)
