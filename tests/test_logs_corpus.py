@@ -13,7 +13,7 @@ import re
 import pytest
 from corpus_score import Case, analyze, cases, score
 
-from epdoctor.checks.logs import _EVENT_TRAPS as EVENT_TRAPS
+from epdoctor.checks.logs import EVENT_TRAPS
 
 # dev excerpts whose root cause the log text does not let epdoctor name yet, and why
 KNOWN_MISSES = {

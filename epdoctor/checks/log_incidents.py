@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from epdoctor import knowledge
 from epdoctor.checks.base import finding
+from epdoctor.checks.registry import detector
 from epdoctor.facts.logs import triage
 from epdoctor.facts.logs.model import LogFacts, Trouble
 from epdoctor.model import Finding, Status
@@ -213,6 +214,7 @@ def _norm(text: str) -> str:
     return _NUM.sub("#", text)[:80]
 
 
+@detector(*sorted({r.code for r in triage.RULES} | GENERIC_CODES), domain="logs")
 def findings(
     tri: Triage, ranks_named: dict[str, str], owned: set[str]
 ) -> list[tuple[str, Finding]]:

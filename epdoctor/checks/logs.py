@@ -17,80 +17,32 @@ from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from epdoctor import knowledge
 from epdoctor.checks import log_incidents as incidents
 from epdoctor.checks.base import Context, check, finding
+from epdoctor.checks.registry import detector, detectors
 from epdoctor.facts.logs import signatures as sig
 from epdoctor.facts.logs.model import Event, LogFacts, RankFacts
 from epdoctor.facts.logs.scanner import Feeder, ScanStats, iter_path
+from epdoctor.knowledge.catalogue import LogEvent
 from epdoctor.knowledge.instances import instance_spec
 from epdoctor.model import Finding, Status
 
 MAX_EVIDENCE = 8
 Keyed = tuple[str, Finding]
 
-# event kind -> (trap code, status)
-_EVENT_TRAPS: dict[str, tuple[str, Status]] = {
-    "gin_gdrcopy_25": ("H112", Status.FAIL),
-    "gdrcopy_compile": ("N103", Status.FAIL),
-    "gdrcopy_failed": ("H201", Status.FAIL),
-    "cntr_open_ext": ("T203", Status.FAIL),
-    "iomem": ("H103", Status.FAIL),
-    "gdaki_platform": ("H125", Status.FAIL),
-    "gdaki_not_capable": ("T204", Status.FAIL),
-    "gdaki_context_failed": ("T204", Status.FAIL),
-    "gin_seq_in_use": ("D401", Status.FAIL),
-    "gin_no_net": ("T201", Status.FAIL),
-    "gin_rdma_only": ("T201", Status.FAIL),
-    "gin_mr_endpoint": ("T201", Status.FAIL),
-    "gin_any_failed": ("T201", Status.FAIL),
-    "gin_unsupported": ("T201", Status.FAIL),
-    "gin_bad_type": ("T201", Status.FAIL),
-    "gin_disabled": ("T105", Status.FAIL),
-    "net_any_failed": ("N202", Status.FAIL),
-    "gdaki_cqe9": ("T402", Status.FAIL),
-    "deepep_duplicate_nccl": ("L104", Status.FAIL),
-    "deepep_nccl_mismatch": ("D402", Status.FAIL),
-    "deepep_gin_unavailable": ("D201", Status.FAIL),
-    "vllm_requires_gin": ("D201", Status.FAIL),
-    "jit_ptxas_mov": ("D504", Status.FAIL),
-    "jit_no_binary": ("D504", Status.FAIL),
-    "jit_ptxas_stbulk": ("D405", Status.FAIL),
-    "jit_ptxas": ("D202", Status.FAIL),
-    "vllm_v2_unavailable": ("E201", Status.FAIL),
-    "hf_429": ("E408", Status.WARN),
-    "torchrun_child": ("E204", Status.FAIL),
-}
-_TITLES: dict[str, str] = {
-    "gin_gdrcopy_25": "aws-ofi-nccl GIN refused to start: `GIN requires GDRCopy 2.5+`",
-    "gdrcopy_compile": "The aws-ofi-nccl in use was built without GDRCopy",
-    "gdrcopy_failed": "aws-ofi-nccl could not open GDRCopy",
-    "cntr_open_ext": "GDAKI hardware counter could not be opened (`cntr_open_ext failed`)",
-    "iomem": "GDAKI MMIO mapping failed (`host_register_iomem failed`): PeerMappingOverride",
-    "gdaki_platform": "aws-ofi-nccl says GDAKI is not supported on this platform",
-    "gdaki_not_capable": "GDAKI context requested on a non-GDA-capable environment",
-    "gdaki_context_failed": "GDAKI context creation failed (`gin GDAKI: createContext failed`)",
-    "gin_seq_in_use": "GIN ring overflow: `Next sequence number is in use`",
-    "gin_no_net": "GIN needs the OFI NET plugin, which is not active",
-    "gin_rdma_only": "GIN only supports the RDMA protocol (OFI_NCCL_PROTOCOL is not RDMA)",
-    "gin_mr_endpoint": "The GIN plugin does not support FI_MR_ENDPOINT",
-    "gin_any_failed": "NCCL could not initialize any GIN plugin",
-    "gin_unsupported": "NCCL reports GIN not supported / no GIN-capable devices",
-    "gin_bad_type": "NCCL cannot use the GIN type it was given",
-    "gin_disabled": "NCCL reports `GIN is disabled.`",
-    "net_any_failed": "NCCL could not initialize any network plugin",
-    "gdaki_cqe9": "GDAKI completion error with status 9",
-    "deepep_duplicate_nccl": "DeepEP found two NCCL runtimes in one process",
-    "deepep_nccl_mismatch": "DeepEP was built against a different NCCL than the one loaded",
-    "deepep_gin_unavailable": "DeepEP: `NCCL GIN is unavailable`",
-    "vllm_requires_gin": "vLLM: `DeepEPv2 requires NCCL GIN`",
-    "jit_ptxas_mov": "DeepEP JIT: ptxas `Arguments mismatch for instruction 'mov'` (sm_100f/sm_103)",
-    "jit_no_binary": "JIT kernel has no binary for this GPU (CUDA_ERROR_NO_BINARY_FOR_GPU)",
-    "jit_ptxas_stbulk": "ptxas rejected an st.bulk instruction",
-    "jit_ptxas": "ptxas rejected a JIT-compiled kernel",
-    "vllm_v2_unavailable": "vLLM: `DeepEP v2 (ElasticBuffer) not available`",
-    "hf_429": "Hugging Face returned HTTP 429 (rate limit) during a download",
-    "torchrun_child": "torchrun reports a failed child process",
-}
+
+
+def _event_table() -> dict[str, LogEvent]:
+    """The traps' [[log]] entries (knowledge/traps/*.toml), in the order of the signatures."""
+    order = {kind: i for i, (kind, _) in enumerate(sig.EVENTS)}
+    rows = sorted(knowledge.log_events(), key=lambda e: order.get(e.event, len(order)))
+    return {e.event: e for e in rows}
+
+
+# event kind -> the finding it raises: (event, code, status, title), one table
+LOG_EVENTS = _event_table()
+EVENT_TRAPS: dict[str, tuple[str, Status]] = {k: (e.code, e.status) for k, e in LOG_EVENTS.items()}
 
 
 @dataclass
@@ -145,6 +97,7 @@ def _f(code: str, status: Status, title: str | None, evidence: Iterable[str]) ->
 
 
 # --- network -------------------------------------------------------------------------------
+@detector("T701", "T702", "F201", "F202", domain="logs")
 def network_findings(
     facts: LogFacts, exp: Expect, final: bool, tri: incidents.Triage | None = None
 ) -> Iterator[Keyed]:
@@ -303,6 +256,7 @@ def _unreachable(name: str, addr: str) -> str | None:
     return None
 
 
+@detector("T802", domain="logs")
 def socket_interface_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
     """NCCL's socket interfaces (bootstrap, NET/Socket) that other hosts cannot reach (T802).
 
@@ -337,6 +291,7 @@ def socket_interface_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
 _BUILTIN_NETS = frozenset({"IB", "Socket"})
 
 
+@detector("N101", "N105", "N201", domain="logs")
 def plugin_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
     missing: dict[tuple[str, str], list[RankFacts]] = {}
     failed: list[RankFacts] = []
@@ -395,6 +350,7 @@ def plugin_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
 
 
 # --- GIN ------------------------------------------------------------------------------------
+@detector("T102", "T202", "T201", domain="logs")
 def gin_findings(facts: LogFacts, exp: Expect, final: bool) -> Iterator[Keyed]:
     ranks = facts.nccl_ranks()
     odd_type = [r for r in ranks if r.gin_type in (3, 4)]
@@ -455,7 +411,7 @@ def gin_findings(facts: LogFacts, exp: Expect, final: bool) -> Iterator[Keyed]:
                 ),
             )
         elif not facts.events_of(
-            *[k for k, (c, _) in _EVENT_TRAPS.items() if c in ("T201", "T105")]
+            *[k for k, e in LOG_EVENTS.items() if e.code in ("T201", "T105")]
         ):
             missing = [r for r in ranks if not r.gin_plugin]
             yield (
@@ -485,6 +441,7 @@ def _event_group(events: list[Event], title: str, code: str, status: Status) -> 
 _EXITCODE = re.compile(r"exitcode\s*:?\s*-(\d+)\b")
 
 
+@detector("E807", domain="logs")
 def _signalled_children(evs: list[Event], timed_out: bool) -> Generator[Keyed, None, list[Event]]:
     """Children torchrun reports killed by a signal: the signal is the finding, not E204.
 
@@ -514,11 +471,18 @@ def _signalled_children(evs: list[Event], timed_out: bool) -> Generator[Keyed, N
     return rest
 
 
+# the event table's codes, and the judgments of events below
+@detector(
+    *dict.fromkeys(e.code for e in LOG_EVENTS.values()),
+    *("D401", "E407", "E102", "E104", "E503", "E202", "D101", "E203"),
+    domain="logs",
+)
 def event_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
     by_kind: dict[str, list[Event]] = {}
     for e in facts.events:
         by_kind.setdefault(e.kind, []).append(e)
-    for kind, (code, status) in _EVENT_TRAPS.items():
+    for kind, e in LOG_EVENTS.items():
+        code, status = e.code, e.status
         evs = by_kind.get(kind)
         if kind == "jit_ptxas" and (
             by_kind.get("jit_ptxas_mov") or by_kind.get("jit_ptxas_stbulk")
@@ -527,7 +491,7 @@ def event_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
         if kind == "torchrun_child" and evs:
             evs = yield from _signalled_children(evs, incidents.timed_out(facts))
         if evs:
-            yield f"{code}:{kind}", _event_group(evs, _TITLES[kind], code, status)
+            yield f"{code}:{kind}", _event_group(evs, e.title, code, status)
     if qp := by_kind.get("deepep_qp_cap"):
         yield (
             "D401:cap",
@@ -648,7 +612,7 @@ def _vt(v: str) -> tuple[int, ...]:
 def evaluate(facts: LogFacts, ctx: Context, final: bool = True) -> list[Keyed]:
     """Every finding of the log, the one to fix first at the top (``log_incidents.tier``)."""
     exp = expectation(facts, ctx)
-    tri = incidents.build(facts, _EVENT_TRAPS)
+    tri = incidents.build(facts, EVENT_TRAPS)
     out: list[Keyed] = []
     out.extend(network_findings(facts, exp, final, tri))
     out.extend(socket_interface_findings(facts, exp))
@@ -659,77 +623,35 @@ def evaluate(facts: LogFacts, ctx: Context, final: bool = True) -> list[Keyed]:
     out = [(k, _with_evidence(f, tri.extra_evidence(f.code))) for k, f in out]
     names = {r.key: r.name() for r in facts.all_ranks()}
     out.extend(incidents.findings(tri, names, owned))
+    out = [(k, dataclasses.replace(f, subject=k)) for k, f in out]
     out.sort(key=_order)
     if final and not out:
         out.append(
             (
                 "T701:nothing",
-                _f(
-                    "T701",
-                    Status.UNKNOWN,
-                    "Nothing conclusive in the log: no NCCL or engine signature",
-                    [],
+                dataclasses.replace(
+                    _f(
+                        "T701",
+                        Status.UNKNOWN,
+                        "Nothing conclusive in the log: no NCCL or engine signature",
+                        [],
+                    ),
+                    subject="T701:nothing",
                 ),
             )
         )
     return out
 
 
-CODES = [
-    *sorted(
-        {
-            "N204", "N301", "N302", "N303", "N304", "N305", "N306", "T801", "T802", "T803",
-            "T809", "H801", "H802", "H803", "H804", "H805", "C801", "E801", "E802", "E803",
-            "E804", "E805", "E806", "E807", "E808", "E809", "D801", "D802", "D809", "L101",
-            "L801",
-        }
-    ),
-    "T701",
-    "T702",
-    "F201",
-    "F202",
-    "N101",
-    "N105",
-    "N201",
-    "N202",
-    "N203",
-    "T102",
-    "T105",
-    "T201",
-    "T202",
-    "T203",
-    "T204",
-    "H103",
-    "H112",
-    "H125",
-    "H201",
-    "N103",
-    "D101",
-    "D201",
-    "D202",
-    "D401",
-    "D402",
-    "D405",
-    "D504",
-    "E102",
-    "E104",
-    "E201",
-    "E202",
-    "E203",
-    "E204",
-    "E407",
-    "E408",
-    "E503",
-    "L104",
-    "T402",
-]
-
-
-@check(*CODES, domain="logs")
+@check(domain="logs")  # runs the detectors above, which register their own codes
 def log_check(facts: Any, ctx: Context) -> Iterable[Finding]:
     if not isinstance(facts, LogFacts):
         return []
     return [f for _, f in evaluate(facts, ctx, final=True)]
+
+
+# every code the log analyzer can raise
+CODES = sorted({c for d in detectors("logs") for c in d.codes})
 
 
 # --- the analyzer -----------------------------------------------------------------------------

@@ -59,6 +59,16 @@ REQUIRED = ("title", "default_status", "symptom", "why", "detect")
 
 
 @dataclass(frozen=True)
+class LogEvent:
+    """A log signature event (facts/logs/signatures.py EVENTS) and the finding it raises."""
+
+    event: str
+    code: str
+    status: Status
+    title: str
+
+
+@dataclass(frozen=True)
 class Trap:
     code: str
     name: str
@@ -76,6 +86,7 @@ class Trap:
     engines: tuple[str, ...] = ()
     references: tuple[str, ...] = ()  # public URLs: the pull request, issue, doc or source
     status: str = "stable"
+    log_events: tuple[LogEvent, ...] = ()  # [[log]]: the log events that raise it
     extra: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -142,6 +153,7 @@ def parse_trap(code: str, data: dict[str, object]) -> Trap:
         "engines",
         "references",
         "status",
+        "log",
     }
     return Trap(
         code=code,
@@ -160,8 +172,22 @@ def parse_trap(code: str, data: dict[str, object]) -> Trap:
         engines=_tup(data, "engines"),
         references=_tup(data, "references"),
         status=str(data.get("status", "stable")),
+        log_events=_log_events(code, data.get("log", [])),
         extra={k: v for k, v in data.items() if k not in known},
     )
+
+
+def _log_events(code: str, rows: object) -> tuple[LogEvent, ...]:
+    if not isinstance(rows, list):
+        raise CatalogueError(f"{code}: log is an array of tables ([[log]])")
+    out = []
+    for row in rows:
+        if not isinstance(row, dict) or set(row) != {"event", "status", "title"}:
+            raise CatalogueError(f"{code}: a [[log]] entry has event, status and title")
+        if row["status"] not in [s.value for s in Status]:
+            raise CatalogueError(f"{code}: [[log]] status {row['status']!r} is not a status")
+        out.append(LogEvent(str(row["event"]), code, Status(row["status"]), str(row["title"])))
+    return tuple(out)
 
 
 _LOCK = threading.Lock()
@@ -200,6 +226,11 @@ def _redirects() -> dict[str, str]:
 
 def all_traps() -> list[Trap]:
     return list(_load().values())
+
+
+def log_events() -> list[LogEvent]:
+    """Every trap's [[log]] entries: the table of log event -> (code, status, title)."""
+    return [e for t in all_traps() for e in t.log_events]
 
 
 def resolve(code: str) -> str:
