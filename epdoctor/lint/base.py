@@ -5,6 +5,10 @@ file *kind* with a *matcher* that decides which files are of that kind::
 
     register_linter("manifest", yaml_manifest_matcher, lint_manifest)
 
+The functions that raise trap codes (a linter, or the rule helpers it calls) are also
+detectors (``@detector("B402", domain="recipe")``, epdoctor/checks/registry.py): that is where
+``epdoctor explain`` finds them. A LintFinding is a Finding with a location.
+
 Linter modules live in this package and register themselves on import;
 ``load_linters()`` imports every module here, so adding a file kind touches
 no shared file. A file may be of several kinds (a YAML file is a manifest;
@@ -22,6 +26,7 @@ A suppression without a reason suppresses nothing and is itself a finding
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import os
@@ -33,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from epdoctor import knowledge
+from epdoctor.checks.registry import detector
+from epdoctor.model import Finding, Location, Status
 from epdoctor.redact import redact_text
 
 # Folders no recipe keeps its files in; walking them would only cost time.
@@ -65,24 +72,31 @@ class Unparseable(Exception):
 
 
 @dataclass(frozen=True)
-class LintFinding:
-    """One rule hit at a place in a file. `path` is relative to the folder linted."""
+class LintFinding(Finding):
+    """A Finding at a place in a recipe file: ``location`` is relative to the folder linted.
 
-    path: str
-    line: int
-    code: str
-    message: str
-    column: int = 1
-    severity: str = ""  # default: the catalogue's severity for the code
-    suppressed: str | None = None  # the suppression's reason when silenced in-source
+    Only lint's names for its parts are added (path, line, column, message, level()), so the
+    renderers and the SARIF/JUnit writers read like the formats they write.
+    """
+
+    @property
+    def path(self) -> str:
+        return self.location.path if self.location else ""
+
+    @property
+    def line(self) -> int:
+        return self.location.line if self.location else 0
+
+    @property
+    def column(self) -> int:
+        return (self.location.column if self.location else None) or 1
+
+    @property
+    def message(self) -> str:
+        return self.title
 
     def level(self) -> str:
-        if self.severity:
-            return self.severity
-        try:
-            return knowledge.get(self.code).default_status.value
-        except KeyError:
-            return "warn"
+        return self.status.value
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -96,6 +110,14 @@ class LintFinding:
         if self.suppressed is not None:
             out["suppressed"] = self.suppressed
         return out
+
+
+def default_status(code: str) -> Status:
+    """The catalogue's status for a code; WARN for a code it lacks."""
+    try:
+        return knowledge.get(code).default_status
+    except KeyError:
+        return Status.WARN
 
 
 @dataclass
@@ -181,8 +203,18 @@ def load_linters() -> None:
             importlib.import_module(f"epdoctor.lint.{mod.name}")
 
 
-def finding(file: RecipeFile, line: int, code: str, message: str, column: int = 1) -> LintFinding:
-    return LintFinding(path=file.rel, line=line, code=code, message=message, column=column)
+def finding(
+    file: RecipeFile,
+    line: int,
+    code: str,
+    message: str,
+    column: int = 1,
+    status: Status | None = None,
+) -> LintFinding:
+    """A finding at `line` of `file`; its status is the catalogue's unless the rule says."""
+    return LintFinding(
+        code, status or default_status(code), message, location=Location(file.rel, line, column)
+    )
 
 
 # ---- discovery ---------------------------------------------------------------------------
@@ -289,6 +321,7 @@ def suppressions(text: str) -> list[Suppression]:
     return out
 
 
+@detector(SUPPRESSION_CODE, domain="recipe")
 def apply_suppressions(file: RecipeFile, found: Iterable[LintFinding]) -> list[LintFinding]:
     """Mark findings silenced by a reasoned comment; report reasonless ones (S400)."""
     sups = suppressions(file.text) if "epdoctor:" in file.text else []
@@ -312,7 +345,7 @@ def apply_suppressions(file: RecipeFile, found: Iterable[LintFinding]) -> list[L
     for f in found:
         hit = next((s for s in by_line.get(f.line, []) if f.code in s.codes), None)
         if hit is not None:
-            f = LintFinding(f.path, f.line, f.code, f.message, f.column, f.severity, hit.reason)
+            f = dataclasses.replace(f, suppressed=hit.reason)
         out.append(f)
     return out
 

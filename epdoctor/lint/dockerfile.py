@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from epdoctor.checks.registry import detector
 from epdoctor.lint.base import LintContext, LintFinding, RecipeFile, finding, linter
 from epdoctor.lint.shell import (
     Command,
@@ -163,6 +164,7 @@ def _arg_comment(ins: Instruction) -> str | None:
     return tail if "==" in tail else None
 
 
+@detector("B402", "B403", domain="recipe")
 def _base_rules(file: RecipeFile, sts: list[Stage]) -> Iterable[LintFinding]:
     for s in sts:
         if s.parent is not None or s.image == "scratch":
@@ -181,6 +183,7 @@ def _base_rules(file: RecipeFile, sts: list[Stage]) -> Iterable[LintFinding]:
             )
 
 
+@detector("B404", domain="recipe")
 def _installer_rule(file: RecipeFile, instrs: list[Instruction], sts: list[Stage]):
     for ins in instrs:
         if ins.keyword != "RUN" or "efa_installer.sh" not in ins.args:
@@ -198,6 +201,7 @@ def _installer_rule(file: RecipeFile, instrs: list[Instruction], sts: list[Stage
             )
 
 
+@detector("B405", domain="recipe")
 def _repin_rule(file: RecipeFile, instrs: list[Instruction], sts: list[Stage]):
     runs = [i for i in instrs if i.keyword == "RUN"]
     for k, ins in enumerate(runs):
@@ -222,6 +226,7 @@ def _repin_rule(file: RecipeFile, instrs: list[Instruction], sts: list[Stage]):
                 break
 
 
+@detector("B408", domain="recipe")
 def _break_system_packages_rule(file: RecipeFile, instrs: list[Instruction], sts: list[Stage]):
     upgraded: set[int] = set()
     for ins in instrs:
@@ -282,6 +287,7 @@ def _exec_form_script(body: str) -> str | None:
     return shlex.join(argv) if inline_shell(Command(argv, 1)) else None
 
 
+@detector("B406", domain="recipe")
 def _dockerignore_rule(file: RecipeFile, ctx: LintContext) -> Iterable[LintFinding]:
     # The build context is the Dockerfile's folder (the seeds' build-push.sh runs `docker build .`
     # from the sample root, where the Dockerfile sits).
@@ -335,6 +341,7 @@ _VLLM_PIN_RE = re.compile(r"^(VLLM_SHA|VLLM_COMMIT)=([0-9a-f]{7,40})$")
 _WHEEL_SHA_RE = re.compile(r"wheels\.vllm\.ai/([0-9a-f]{7,40})\b|\+g([0-9a-f]{7,40})\b")
 
 
+@detector("B414", domain="recipe")
 def _vllm_wheel_rule(file: RecipeFile, instrs: list[Instruction]) -> Iterable[LintFinding]:
     pins = {}
     for ins in instrs:
@@ -362,6 +369,7 @@ def _vllm_wheel_rule(file: RecipeFile, instrs: list[Instruction]) -> Iterable[Li
                 break  # one finding per instruction
 
 
+@detector("B401", domain="recipe")
 @linter("dockerfile", is_dockerfile)
 def lint_dockerfile(file: RecipeFile, ctx: LintContext) -> Iterable[LintFinding]:
     instrs = parse(file.text)

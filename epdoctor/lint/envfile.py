@@ -20,6 +20,7 @@ import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
+from epdoctor.checks.registry import detector
 from epdoctor.lint.base import LintContext, LintFinding, RecipeFile, finding, linter
 from epdoctor.lint.dockerfile import is_dockerfile, parse
 from epdoctor.lint.shell import exports, is_shell_script
@@ -207,6 +208,7 @@ def _transport(env: Mapping[str, tuple[str, int]]) -> dict[str, tuple[str, int]]
     return {k: v for k, v in env.items() if k.startswith(SELECTS_TRANSPORT) and k not in DEAD_KNOBS}
 
 
+@detector("C401", domain="recipe")
 def _kernel_test_matches_serve(
     file: RecipeFile, env: Mapping[str, tuple[str, int]], ctx: LintContext
 ) -> Iterable[LintFinding]:

@@ -145,13 +145,7 @@ def lint_manifest(file: RecipeFile, ctx: LintContext) -> Iterable[LintFinding]:
     objs = kube_rules.Objects([d.obj for d in docs], notes=_notes(file.lines, docs))
     for hit in kube_rules.manifest_hits(objs):
         line = docs[hit.obj].line_of(hit.path)
-        yield LintFinding(
-            path=file.rel,
-            line=line,
-            code=hit.code,
-            message=hit.message,
-            severity=(hit.level or hit.status).value,
-        )
+        yield finding(file, line, hit.code, hit.message, status=hit.level or hit.status)
     yield from _env_contract(file, docs, objs)
     yield from manifest_images(file, docs)
 

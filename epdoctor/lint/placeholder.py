@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from epdoctor.checks.registry import detector
 from epdoctor.lint.base import LintContext, LintFinding, RecipeFile, finding, linter
 from epdoctor.lint.dockerfile import TEMPLATE_SUFFIXES, is_dockerfile, parse
 from epdoctor.lint.envfile import is_env_file, parse_env_file
@@ -49,6 +50,7 @@ def _message(what: str, value: str, part: str) -> str:
     )
 
 
+@detector("B415", domain="recipe")
 def manifest_images(file: RecipeFile, docs: list[Any]) -> Iterator[LintFinding]:
     """B415 on the parsed documents of a manifest (the manifest linter parses once and calls
     this, so a file it cannot parse is skipped or reported once, by it)."""
@@ -73,6 +75,7 @@ def _images(obj: Any, path: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], 
             yield from _images(v, (*path, i))
 
 
+@detector("B415", domain="recipe")
 @linter("dockerfile", is_dockerfile)
 def lint_dockerfile_images(file: RecipeFile, ctx: LintContext) -> Iterable[LintFinding]:
     for ins in parse(file.text):
@@ -95,6 +98,7 @@ def lint_dockerfile_images(file: RecipeFile, ctx: LintContext) -> Iterable[LintF
                     )
 
 
+@detector("B415", domain="recipe")
 @linter("envfile", is_env_file)
 def lint_env_images(file: RecipeFile, ctx: LintContext) -> Iterable[LintFinding]:
     if file.name.lower().endswith(TEMPLATE_SUFFIXES):

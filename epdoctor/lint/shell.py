@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from epdoctor.checks.registry import detector
 from epdoctor.lint.base import LintContext, LintFinding, RecipeFile, finding, linter
 
 SHELLS = ("sh", "bash", "dash", "ksh", "zsh")
@@ -357,6 +358,7 @@ def inline_shell(c: Command) -> tuple[str, ShellState] | None:
     return None
 
 
+@detector("B407", "B409", "B411", "S401", "S402", "S405", "S406", "S408", domain="recipe")
 def _pipeline_rules(p: Pipeline, state: ShellState) -> list[Hit]:
     hits: list[Hit] = []
     names = [c.name for c in p.commands]
@@ -557,6 +559,7 @@ NEVER_FAILS = {"head", "tail", "awk", "sed", "cut", "tr", "sort", "uniq", "cat",
 NEVER_FAILS |= {"echo", "printf", "true", ":", "basename", "dirname"}
 
 
+@detector("S403", domain="recipe")
 def _errexit_assignment(
     p: Pipeline,
     errexit: bool,
@@ -634,6 +637,7 @@ def _printed_markers(file: RecipeFile, ctx: LintContext) -> list[str]:
     return out
 
 
+@detector("S404", domain="recipe")
 def _marker_findings(file: RecipeFile, ctx: LintContext) -> list[Hit]:
     if not TEST_EP_RE.search(file.text):
         return []
@@ -665,6 +669,7 @@ def _marker_findings(file: RecipeFile, ctx: LintContext) -> list[Hit]:
     return hits
 
 
+@detector("E407", domain="recipe")
 def _all2all_findings(text: str) -> list[Hit]:
     if re.search(r"all2all[-_]backend|VLLM_ALL2ALL_BACKEND", text):
         return []
@@ -688,6 +693,7 @@ def _all2all_findings(text: str) -> list[Hit]:
 OFI_CONFIGURE_UNKNOWN = ("--with-nccl-headers", "--with-nccl")
 
 
+@detector("B412", "B413", domain="recipe")
 def build_step_findings(text: str, first_line: int = 1, context: str | None = None) -> list[Hit]:
     """Rules that need the surrounding file: configure options (B412) and patches (B413).
 
@@ -753,6 +759,7 @@ def exports(text: str) -> dict[str, tuple[str, int]]:
     return out
 
 
+@detector("S407", domain="recipe")
 @linter("shell", is_shell_script)
 def lint_shell(file: RecipeFile, ctx: LintContext) -> Iterable[LintFinding]:
     hits = script_findings(file.text) + _marker_findings(file, ctx) + _all2all_findings(file.text)
