@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from epdoctor.model import EpdoctorError
+from epdoctor.model import EpdoctorError, Finding, Status
 
 ENGINES = ("vllm", "dynamo", "tensorrt-llm", "sglang")
 TRANSPORTS = ("gin-proxy", "efa-gda", "nvshmem")
@@ -24,16 +24,32 @@ class PlanInputError(EpdoctorError):
 
 
 class Level(str, enum.Enum):
-    """How much one reason weighs on the verdict."""
+    """The plan's name for a reason's status: how much it weighs on the verdict."""
 
-    BLOCKER = "blocker"  # the combination cannot work as asked
-    CAVEAT = "caveat"  # works with a known limit or an unproven step
-    UNKNOWN = "unknown"  # the plan could not check something: never a pass
-    INFO = "info"  # a precondition or note that does not change the verdict
+    BLOCKER = "blocker"  # FAIL: the combination cannot work as asked
+    CAVEAT = "caveat"  # WARN: works with a known limit or an unproven step
+    UNKNOWN = "unknown"  # UNKNOWN: the plan could not check something: never a pass
+    INFO = "info"  # INFO: a precondition or note that does not change the verdict
 
     @property
     def rank(self) -> int:
         return {"info": 0, "unknown": 1, "caveat": 1, "blocker": 2}[self.value]
+
+    @property
+    def status(self) -> Status:
+        return _STATUS[self]
+
+    @classmethod
+    def of(cls, status: Status) -> Level:
+        return next(level for level, s in _STATUS.items() if s is status)
+
+
+_STATUS = {
+    Level.BLOCKER: Status.FAIL,
+    Level.CAVEAT: Status.WARN,
+    Level.UNKNOWN: Status.UNKNOWN,
+    Level.INFO: Status.INFO,
+}
 
 
 class Verdict(str, enum.Enum):
@@ -72,14 +88,18 @@ class PlanInput:
 
 
 @dataclass(frozen=True)
-class Reason:
-    """One reason behind the verdict, always tied to a trap code."""
+class Reason(Finding):
+    """One reason behind the verdict: a Finding, read in the plan's words (level, message)."""
 
-    code: str
-    level: Level
-    message: str
+    @property
+    def level(self) -> Level:
+        return Level.of(self.status)
 
-    def to_json(self) -> dict[str, str]:
+    @property
+    def message(self) -> str:
+        return self.title
+
+    def to_json(self) -> dict[str, str]:  # type: ignore[override]
         return {"code": self.code, "level": self.level.value, "message": self.message}
 
 

@@ -1,15 +1,16 @@
-"""The rules behind a verdict. Each takes the resolved context and yields
-Reasons tied to trap codes; the facts they test (which engine runs on which
+"""The rules behind a verdict. Each is a detector of the plan domain (checks/registry.py): it
+takes the resolved context and yields Reasons (Findings in the plan's words) tied to trap codes; the facts they test (which engine runs on which
 transport, which instance has completion counters, which pin carries a fix)
 come from data/, so the rules only say how those facts combine."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from packaging.version import Version
 
+from epdoctor.checks.registry import detector, detectors
 from epdoctor.plan import knowledge
 from epdoctor.plan.knowledge import Engine, Instance, Transport
 from epdoctor.plan.model import Experts, Level, PlanInput, Reason
@@ -31,19 +32,10 @@ class Ctx:
     experts: Experts
 
 
-Rule = Callable[[Ctx], Iterator[Reason]]
-RULES: list[Rule] = []
-
-
-def rule(fn: Rule) -> Rule:
-    RULES.append(fn)
-    return fn
-
-
 def evaluate(ctx: Ctx) -> list[Reason]:
     out: list[Reason] = []
-    for fn in RULES:
-        out.extend(fn(ctx))
+    for d in detectors("plan"):
+        out.extend(d.fn(ctx))
     if any(r.code == "E501" for r in out):
         # Preconditions of a transport the engine cannot use are noise.
         out = [r for r in out if r.level is not Level.INFO or r.code.startswith("D50")]
@@ -51,10 +43,10 @@ def evaluate(ctx: Ctx) -> list[Reason]:
 
 
 def _r(code: str, level: Level, message: str) -> Reason:
-    return Reason(code, level, message)
+    return Reason(code, level.status, message)
 
 
-@rule
+@detector("E501", domain="plan")
 def engine_runs_on_transport(c: Ctx) -> Iterator[Reason]:
     if c.transport.key not in c.engine.transports:
         why = knowledge.unsupported().get(f"{c.engine.key}/{c.transport.key}", "")
@@ -67,7 +59,7 @@ def engine_runs_on_transport(c: Ctx) -> Iterator[Reason]:
         )
 
 
-@rule
+@detector("H125", domain="plan")
 def completion_counters(c: Ctx) -> Iterator[Reason]:
     if c.transport.needs_comp_counters and not c.instance.efa_comp_counters:
         yield _r(
@@ -79,7 +71,7 @@ def completion_counters(c: Ctx) -> Iterator[Reason]:
         )
 
 
-@rule
+@detector("T101", "T102", "L505", "E104", "L101", "C510", domain="plan")
 def nccl_version(c: Ctx) -> Iterator[Reason]:
     if not c.transport.gin or c.nccl is None:
         return
@@ -134,7 +126,7 @@ def nccl_version(c: Ctx) -> Iterator[Reason]:
         )
 
 
-@rule
+@detector("H111", "H124", "N104", "H122", "H103", domain="plan")
 def node_preconditions(c: Ctx) -> Iterator[Reason]:
     if not c.transport.gin:
         return
@@ -156,7 +148,7 @@ def node_preconditions(c: Ctx) -> Iterator[Reason]:
         )
 
 
-@rule
+@detector("E503", domain="plan")
 def execution_mode(c: Ctx) -> Iterator[Reason]:
     if c.mode != "graphs":
         return
@@ -184,7 +176,7 @@ def execution_mode(c: Ctx) -> Iterator[Reason]:
         )
 
 
-@rule
+@detector("E502", domain="plan")
 def trtllm_single_node_serve(c: Ctx) -> Iterator[Reason]:
     if c.engine.key != "tensorrt-llm" or c.inp.nodes < 2:
         return
@@ -201,7 +193,7 @@ def trtllm_single_node_serve(c: Ctx) -> Iterator[Reason]:
     )
 
 
-@rule
+@detector("D504", domain="plan")
 def deepep_on_sm103(c: Ctx) -> Iterator[Reason]:
     if c.engine.uses_deepep and c.instance.sm == "10.3":
         yield _r(
@@ -213,7 +205,7 @@ def deepep_on_sm103(c: Ctx) -> Iterator[Reason]:
         )
 
 
-@rule
+@detector("M509", domain="plan")
 def single_node(c: Ctx) -> Iterator[Reason]:
     if c.inp.nodes == 1:
         yield _r(
@@ -223,7 +215,7 @@ def single_node(c: Ctx) -> Iterator[Reason]:
         )
 
 
-@rule
+@detector("M508", domain="plan")
 def measured(c: Ctx) -> Iterator[Reason]:
     if c.transport.key not in c.engine.transports:
         return
@@ -246,7 +238,7 @@ def measured(c: Ctx) -> Iterator[Reason]:
         )
 
 
-@rule
+@detector("M508", "E401", domain="plan")
 def vllm_pin_served(c: Ctx) -> Iterator[Reason]:
     if not c.vllm_pin:
         return
@@ -276,7 +268,7 @@ def vllm_pin_served(c: Ctx) -> Iterator[Reason]:
         )
 
 
-@rule
+@detector("D405", "E404", "E406", "E701", "K205", "E408", "M702", domain="plan")
 def engine_notes(c: Ctx) -> Iterator[Reason]:
     """Known traps the plan's own output already avoids, named so they can be looked up."""
     if c.transport.key not in c.engine.transports:
@@ -331,7 +323,7 @@ def engine_notes(c: Ctx) -> Iterator[Reason]:
         )
 
 
-@rule
+@detector("D506", "D507", domain="plan")
 def ep_divisibility(c: Ctx) -> Iterator[Reason]:
     e = c.experts
     if e.dense:
