@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from epdoctor.checks.registry import detector
 from epdoctor.launch.gates import Gate
 from epdoctor.launch.http import Reply, request
 from epdoctor.model import Status
@@ -127,6 +128,7 @@ class BenchResult:
     def all_ok(self) -> bool:
         return bool(self.levels) and all(lv.ok == lv.n and lv.n > 0 for lv in self.levels)
 
+    @detector("M701", domain="launch")
     def gate(self) -> Gate:
         failed = [lv for lv in self.levels if lv.ok != lv.n]
         if not self.levels:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from epdoctor.checks.registry import detector
 from epdoctor.launch.gates import Gate
 from epdoctor.launch.launcher import LocalNode, Node
 from epdoctor.model import Status
@@ -130,6 +131,7 @@ def delta(node: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> Nod
     return NodeDelta(node, len(a), nics)
 
 
+@detector("T703", "T704", domain="launch")
 def counters_gate(
     deltas: list[NodeDelta], multi_node: bool, banner_evidence: tuple[str, ...] = ()
 ) -> Gate:

@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from epdoctor import knowledge
+from epdoctor.checks.registry import detector
 from epdoctor.facts.logs.model import RankFacts
 from epdoctor.facts.logs.signatures import NET_NAMES_OFI
 from epdoctor.model import Finding, Status
@@ -28,19 +29,50 @@ from epdoctor.model import Finding, Status
 RESULT_MARKER = "EPDOCTOR_KERNEL_TEST"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Gate:
+    """One launch verdict: the gate's name and the Finding it carries.
+
+    The Finding's code is the trap that explains a failure ("" when none does); the gate's
+    summary is its title. Built as ``Gate(name, status, summary, evidence, code)``.
+    """
+
     name: str
-    status: Status
-    summary: str
-    evidence: tuple[str, ...] = ()
-    code: str | None = None  # the trap that explains a failure
+    result: Finding
+
+    def __init__(
+        self,
+        name: str,
+        status: Status,
+        summary: str,
+        evidence: tuple[str, ...] = (),
+        code: str | None = None,
+    ) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "result", Finding(code or "", status, summary, tuple(evidence)))
+
+    @property
+    def status(self) -> Status:
+        return self.result.status
+
+    @property
+    def summary(self) -> str:
+        return self.result.title
+
+    @property
+    def evidence(self) -> tuple[str, ...]:
+        return self.result.evidence
+
+    @property
+    def code(self) -> str | None:
+        return self.result.code or None
 
     def finding(self, target: str = "") -> Finding | None:
+        """The Finding to report: a gate that did not pass and has a trap to explain it."""
         if self.code is None or self.status in (Status.PASS, Status.SKIP):
             return None
         trap = knowledge.get(self.code)
-        return Finding(self.code, self.status, self.summary, self.evidence, trap.fix_text(), target)
+        return replace(self.result, fix=trap.fix_text(), target=target)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -56,6 +88,7 @@ def overall(gates: Iterable[Gate]) -> Status:
     return max((g.status for g in gates), key=lambda s: s.rank, default=Status.UNKNOWN)
 
 
+@detector("D702", domain="launch")
 def exit_code_gate(codes: Mapping[str, int | None]) -> Gate:
     """Every started process exited 0 (None: still running or never reaped)."""
     bad = {n: c for n, c in codes.items() if c != 0}
@@ -97,6 +130,7 @@ def start_failure(line: str) -> tuple[str, str] | None:
     return None
 
 
+@detector("D702", domain="launch")
 def start_gate(
     failures: Mapping[str, tuple[str, str, str]],
     codes: Mapping[str, int | None],
@@ -152,6 +186,7 @@ def parse_results(lines: Iterable[str]) -> dict[int, dict[str, Any]]:
     return out
 
 
+@detector("D702", domain="launch")
 def results_gate(results: Mapping[int, Mapping[str, Any]], world: int) -> Gate:
     missing = [r for r in range(world) if r not in results]
     errors = [f"rank {r}: {d['error']}" for r, d in sorted(results.items()) if d.get("error")]
@@ -170,6 +205,7 @@ def results_gate(results: Mapping[int, Mapping[str, Any]], world: int) -> Gate:
     return Gate("results", Status.PASS, f"a result line from each of the {world} ranks")
 
 
+@detector("D701", "D702", domain="launch")
 def numerics_gate(results: Mapping[int, Mapping[str, Any]]) -> Gate:
     bad, skipped, not_run, ev = [], [], [], []
     for r, d in sorted(results.items()):
@@ -244,6 +280,7 @@ class NetworkExpectation:
     reason: str = ""
 
 
+@detector("T701", "T702", domain="launch")
 def network_gate(ranks: Sequence[RankFacts], expected_ranks: int, exp: NetworkExpectation) -> Gate:
     """The provider banner on every rank (when EFA is expected), the network NCCL used otherwise.
 

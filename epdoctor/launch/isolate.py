@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from epdoctor import knowledge
+from epdoctor.checks.registry import detector
 from epdoctor.launch.gates import KernelReport
 from epdoctor.model import Finding, Status
 
@@ -85,6 +86,7 @@ class Outlier:
         )
 
 
+@detector("F701", "F702", "F703", domain="launch")
 def find_outliers(
     results: Sequence[GroupResult], expect_efa: bool = True, slow_fraction: float = SLOW_FRACTION
 ) -> list[Outlier]:

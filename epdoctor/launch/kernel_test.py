@@ -28,6 +28,7 @@ from importlib import resources
 from typing import Any
 
 from epdoctor.checks.logs import LogAnalyzer
+from epdoctor.checks.registry import detector
 from epdoctor.facts.logs.model import RankFacts
 from epdoctor.launch import counters as hwc
 from epdoctor.launch.gates import (
@@ -311,6 +312,7 @@ class KernelTestRun:
         self.on_line(pane, line)
 
     # --- gates -----------------------------------------------------------------
+    @detector("D702", domain="launch")
     def gate(self, codes: dict[str, int | None] | None = None) -> KernelReport:
         cfg = self.cfg
         report = KernelReport(kind=cfg.kind)

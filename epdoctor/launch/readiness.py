@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from epdoctor.checks.registry import detector
 from epdoctor.launch.gates import Gate
 from epdoctor.launch.http import request
 from epdoctor.model import Status
@@ -85,6 +86,7 @@ class Waiter:
     def expired(self) -> bool:
         return self.elapsed > self.budget_s
 
+    @detector("E701", "E702", domain="launch")
     def gate(self) -> Gate:
         p = self.last
         if p and p.ready:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from epdoctor.checks.registry import detector
 from epdoctor.launch.gates import Gate
 from epdoctor.launch.launcher import Group, Node, ProcSpec
 from epdoctor.launch.readiness import Waiter
@@ -130,6 +131,7 @@ class ServeRun:
         """After ready: keep reading (the command loops on this until Ctrl-C)."""
         self._read()
 
+    @detector("E702", domain="launch")
     def gate(self, why: str) -> Gate:
         if why == "ready":
             return self.waiter.gate()

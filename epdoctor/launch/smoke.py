@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from epdoctor.checks.registry import detector
 from epdoctor.launch.gates import Gate
 from epdoctor.launch.http import Reply, request
 from epdoctor.model import Status
@@ -59,6 +60,7 @@ def degenerate(text: str) -> str | None:
     return None
 
 
+@detector("E703", "E704", domain="launch")
 def judge(r: Reply) -> SmokeResult:
     body = r.json
     choice = (body.get("choices") or [{}])[0] if isinstance(body.get("choices"), list) else {}
