@@ -138,16 +138,84 @@ def _corpus(*folders: Path, skip: tuple[str, ...] = ()) -> str:
     return "\n".join(out)
 
 
+# The packages whose modules register detectors (epdoctor/checks/registry.py).
+DETECTOR_PACKAGES = ("epdoctor.checks", "epdoctor.lint", "epdoctor.plan", "epdoctor.launch")
+
+
+def _registry():
+    import importlib
+    import pkgutil
+
+    from epdoctor.checks.registry import DETECTORS
+
+    for name in DETECTOR_PACKAGES:
+        pkg = importlib.import_module(name)
+        for mod in pkgutil.iter_modules(pkg.__path__):
+            importlib.import_module(f"{name}.{mod.name}")
+    return DETECTORS
+
+
+def _function(ref: str):
+    import importlib
+
+    module, _, qualname = ref.partition(":")
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
 def test_every_detected_trap_has_a_detector():
-    """A trap whose `detect` is not explain-only is emitted by some code (check, log rule,
-    lint rule, plan or launch verdict, or their data tables)."""
-    src = _corpus(REPO / "epdoctor", REPO / "probes", skip=("knowledge/traps/", "redirects.toml"))
-    missing = [
-        t.code
-        for t in knowledge.all_traps()
-        if not t.explain_only and not re.search(rf"\b{t.code}\b", src)
+    """A trap whose `detect` is not explain-only names the functions that detect it (a check,
+    log rule, lint rule, plan rule or launch gate) in its `detectors` list."""
+    missing = [t.code for t in knowledge.all_traps() if not t.explain_only and not t.detectors]
+    assert not missing, f"detect names a detector, but the TOML lists none: {missing}"
+
+
+def test_every_listed_detector_exists_and_registers_its_code():
+    registry = _registry()
+    bad = []
+    for t in knowledge.all_traps():
+        for ref in t.detectors:
+            try:
+                fn = _function(ref)
+            except (ImportError, AttributeError) as exc:
+                bad.append(f"{t.code}: {ref} does not exist ({exc})")
+                continue
+            if not any(d.fn is fn and t.code in d.codes for d in registry):
+                bad.append(f"{t.code}: {ref} is not registered as a detector of {t.code}")
+    assert not bad, "\n".join(bad)
+
+
+def test_every_registered_code_lists_its_detector():
+    registry = _registry()
+    assert {d.domain for d in registry} >= {
+        "node",
+        "kube",
+        "logs",
+        "fleet",
+        "recipe",
+        "plan",
+        "launch",
+    }
+    unlisted = [
+        f"{code}: {d.ref} ({d.domain})"
+        for d in registry
+        for code in d.codes
+        if d.ref not in knowledge.get(code).detectors
     ]
-    assert not missing, f"detect names a detector, but no source emits these codes: {missing}"
+    assert not unlisted, "add these to the trap's `detectors` list:\n" + "\n".join(unlisted)
+
+
+def test_log_entries_name_a_signature_event_once():
+    from epdoctor.facts.logs.signatures import EVENTS
+
+    kinds = {k for k, _ in EVENTS}
+    events = knowledge.log_events()
+    unknown = [f"{e.code}: {e.event}" for e in events if e.event not in kinds]
+    assert not unknown, f"[[log]] names events facts/logs/signatures.py does not have: {unknown}"
+    names = [e.event for e in events]
+    assert len(names) == len(set(names)), "an event raises one trap"
 
 
 def test_every_detected_trap_is_tested():

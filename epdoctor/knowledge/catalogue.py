@@ -51,6 +51,7 @@ def layers() -> tuple[Layer, ...]:
 # Layer letter -> layer name, in layer order. The letter is the code prefix (H101, T201, ...).
 LAYERS: dict[str, str] = {la.letter: la.name for la in layers()}
 CODE_RE = re.compile(r"^[A-Z][0-9]{3}$")
+DETECTOR_RE = re.compile(r"^epdoctor(?:\.\w+)+:\w+(?:\.\w+)?$")  # module:function or Class.method
 # The status a finding of the trap takes unless its detector says otherwise (lint reports at
 # it; drift and the log incidents read it). Users see it as the trap's "severity".
 DEFAULT_STATUSES = (Status.FAIL, Status.WARN, Status.UNKNOWN, Status.INFO)
@@ -86,6 +87,7 @@ class Trap:
     engines: tuple[str, ...] = ()
     references: tuple[str, ...] = ()  # public URLs: the pull request, issue, doc or source
     status: str = "stable"
+    detectors: tuple[str, ...] = ()  # "module:function" of every detector that raises it
     log_events: tuple[LogEvent, ...] = ()  # [[log]]: the log events that raise it
     extra: dict[str, object] = field(default_factory=dict)
 
@@ -140,6 +142,10 @@ def parse_trap(code: str, data: dict[str, object]) -> Trap:
     if str(data["default_status"]) not in SEVERITIES:
         raise CatalogueError(f"{code}: default_status must be one of {SEVERITIES}")
     default_status = Status(str(data["default_status"]))
+    detectors = _tup(data, "detectors")
+    bad = [d for d in detectors if not DETECTOR_RE.match(d)]
+    if bad:
+        raise CatalogueError(f"{code}: a detector is named module:function, not {bad[0]!r}")
     fix = data.get("fix", {})
     if isinstance(fix, str):
         fix = {"text": fix}
@@ -153,6 +159,7 @@ def parse_trap(code: str, data: dict[str, object]) -> Trap:
         "engines",
         "references",
         "status",
+        "detectors",
         "log",
     }
     return Trap(
@@ -172,6 +179,7 @@ def parse_trap(code: str, data: dict[str, object]) -> Trap:
         engines=_tup(data, "engines"),
         references=_tup(data, "references"),
         status=str(data.get("status", "stable")),
+        detectors=detectors,
         log_events=_log_events(code, data.get("log", [])),
         extra={k: v for k, v in data.items() if k not in known},
     )
