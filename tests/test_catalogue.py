@@ -287,3 +287,32 @@ def test_explain_lists_urls_as_references():
     refs = r.stdout.split("References", 1)[1]
     assert "https://github.com/awslabs/awsome-distributed-ai/pull/1230" in refs
     assert not FOREIGN.search(r.stdout)
+
+
+def test_explain_shows_where_each_detector_lives():
+    import json
+    import subprocess
+
+    def explain(*argv: str) -> str:
+        r = subprocess.run(
+            [sys.executable, "-m", "epdoctor", "explain", *argv],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+            timeout=60,
+        )
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    found = json.loads(explain("L101", "--json"))["detectors"]
+    assert [d["function"] for d in found] == list(knowledge.get("L101").detectors)
+    assert {d["domain"] for d in found} == {"node", "logs", "plan"}
+    for d in found:
+        line = (REPO / d["path"]).read_text(encoding="utf-8").splitlines()[d["line"] - 1]
+        name = d["function"].rsplit(":", 1)[1].rsplit(".", 1)[-1]
+        assert line.lstrip().startswith(f"def {name}("), (d, line)
+    text = explain("L101")
+    assert f"{found[0]['path']}:{found[0]['line']}  nccl_gin_floor (node)" in text
+    method = json.loads(explain("M701", "--json"))["detectors"]
+    assert method and all(d["line"] and d["domain"] == "launch" for d in method)

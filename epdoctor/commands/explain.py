@@ -9,7 +9,7 @@ import sys
 from epdoctor import exitcodes
 
 NAME = "explain"
-HELP = "explain a trap code: symptom, why, fix, how epdoctor detects it, references"
+HELP = "explain a trap code: symptom, why, fix, how and where epdoctor detects it, references"
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -32,7 +32,10 @@ def run(args: argparse.Namespace) -> int:
         )
         return exitcodes.ERROR
     if args.json:
-        print(json.dumps(trap.to_json(), indent=2))
+        from epdoctor.knowledge.detectors import locate
+
+        doc = {**trap.to_json(), "detectors": [locate(d).to_json() for d in trap.detectors]}
+        print(json.dumps(doc, indent=2))
         return exitcodes.OK
     from epdoctor.commands._common import console
     from epdoctor.reports.explain import render_trap

@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from epdoctor.knowledge import Trap
+from epdoctor.knowledge.detectors import locate
 
 
 def _ref(url: str) -> RenderableType:
@@ -48,6 +49,12 @@ def render_trap(console: Console, t: Trap) -> None:
         parts += [Text(f"  {c}") for c in t.fix_change]
         parts.append(Text(""))
     section("How epdoctor detects it", t.detect)
+    if t.detectors:
+        parts.append(Text("Where its detectors live", style="bold cyan"))
+        for d in map(locate, t.detectors):
+            name = d.ref.split(":", 1)[1]
+            parts.append(Text(f"  {d.where()}  {name} ({d.domain})", overflow="fold"))
+        parts.append(Text(""))
     section("Versions", t.versions)
     if t.transports or t.engines:
         section("Applies to", ", ".join([*t.transports, *t.engines]))
