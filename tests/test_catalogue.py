@@ -237,7 +237,7 @@ USER_FACING = [  # what users read: explain, docs, reports, plans, CLI help, the
     REPO / "README.md",
     *sorted((REPO / "docs").rglob("*.md")),
     *sorted(p for p in TRAPS.glob("*.toml")),
-    *sorted((REPO / "epdoctor" / "plan" / "data").glob("*.toml")),
+    *sorted((REPO / "epdoctor" / "knowledge" / "stack").glob("*.toml")),
     REPO / "epdoctor" / "knowledge" / "tour.toml",
 ]
 USER_STRINGS = [  # Python whose string literals users read (help, reasons, report lines)

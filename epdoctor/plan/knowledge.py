@@ -76,7 +76,7 @@ class VllmCommit:
 
 
 def _data(name: str) -> dict[str, Any]:
-    text = (resources.files("epdoctor.plan") / "data" / name).read_text(encoding="utf-8")
+    text = (resources.files("epdoctor.knowledge") / "stack" / name).read_text(encoding="utf-8")
     return tomllib.loads(text)
 
 
