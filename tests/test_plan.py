@@ -215,7 +215,8 @@ def test_every_code_the_plan_uses_is_catalogued_and_every_plan_trap_is_used():
     import re
 
     root = Path(__file__).resolve().parent.parent / "epdoctor" / "plan"
-    text = "".join(p.read_text() for p in [*root.glob("*.py"), *root.glob("data/*.toml")])
+    stack = root.parent / "knowledge" / "stack"
+    text = "".join(p.read_text() for p in [*root.glob("*.py"), *stack.glob("*.toml")])
     # Codes are what a rule yields (_r("CODE", ...)) and what data cites (code = "CODE").
     used = set(re.findall(r'_r\(\s*"([A-Z][0-9]{3})"', text))
     used |= set(re.findall(r'code = "([A-Z][0-9]{3})"', text))
