@@ -49,8 +49,8 @@ def main() -> int:
     )
 
     from epdoctor import knowledge
+    from epdoctor.knowledge import stack as pk
     from epdoctor.plan import PlanInput, make_plan
-    from epdoctor.plan import knowledge as pk
     from epdoctor.plan.model import ENGINES, TARGETS, TRANSPORTS
 
     t0 = time.perf_counter()

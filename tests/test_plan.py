@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from epdoctor import knowledge
+from epdoctor.knowledge import stack as pk
 from epdoctor.plan import Level, PlanInput, PlanInputError, Verdict, make_plan
-from epdoctor.plan import knowledge as pk
 from epdoctor.plan.model import ENGINES, TRANSPORTS
 
 HF = str(Path(__file__).parent / "fixtures" / "plan" / "hf-cache")

@@ -13,7 +13,7 @@ from prompt_toolkit.output import DummyOutput
 
 from epdoctor.cli import main
 from epdoctor.commands.plan import TRANSPORT_DEFAULTS, ask
-from epdoctor.plan import knowledge
+from epdoctor.knowledge import stack as knowledge
 
 DOWN = "\x1b[B"
 ENTER = "\r"

@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from epdoctor.checks.env import env_findings
+from epdoctor.knowledge import stack as pk
 from epdoctor.model import Status
 from epdoctor.plan import PlanInput, make_plan
-from epdoctor.plan import knowledge as pk
 from epdoctor.plan.manifests import readiness_script
 from epdoctor.plan.model import ENGINES, TARGETS, TRANSPORTS, Verdict
 from epdoctor.plan.verify import env_check, env_problems

@@ -10,7 +10,7 @@ from epdoctor.checks.base import Context, check, finding
 from epdoctor.checks.transport_ctx import floor_verdict, transport_for
 from epdoctor.facts.node import NodeFacts
 from epdoctor.facts.versions import parse_version
-from epdoctor.knowledge.instances import instance_spec
+from epdoctor.knowledge.stack import instance_spec
 from epdoctor.model import Finding, Status
 
 EFA_GDA_DRIVER = Version("3.3.0")
@@ -175,7 +175,7 @@ def gda_instance(node: NodeFacts, ctx: Context) -> Iterable[Finding]:
             )
         return
     ev = [f"instance type {itype}"]
-    ok = None if spec is None else spec.efa_completion_counters
+    ok = None if spec is None else spec.efa_comp_counters
     yield floor_verdict(
         "H125",
         ["efa-gda"],
@@ -195,15 +195,15 @@ def efa_count(node: NodeFacts, ctx: Context) -> Iterable[Finding]:
     if spec is None or not node.rdma.known:
         return
     ev = [
-        f"{itype}: {spec.efa_count} EFA interfaces expected",
+        f"{itype}: {spec.efa} EFA interfaces expected",
         f"{len(devs)} EFA device(s) visible",
     ]
-    if len(devs) >= spec.efa_count:
-        yield finding("H126", Status.PASS, f"all {spec.efa_count} EFA devices visible", ev)
+    if len(devs) >= spec.efa:
+        yield finding("H126", Status.PASS, f"all {spec.efa} EFA devices visible", ev)
     elif devs:
         yield finding(
             "H126",
             Status.WARN,
-            f"{len(devs)} of {spec.efa_count} EFA devices visible on {itype}",
+            f"{len(devs)} of {spec.efa} EFA devices visible on {itype}",
             ev,
         )

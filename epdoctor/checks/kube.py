@@ -14,7 +14,7 @@ from typing import Any
 
 from epdoctor.checks import kube_rules
 from epdoctor.checks.base import Context, check, finding
-from epdoctor.knowledge.instances import instance_spec
+from epdoctor.knowledge.stack import instance_spec
 from epdoctor.model import Finding, Status
 
 SEGV_EXIT = 139  # 128 + SIGSEGV(11)
@@ -212,14 +212,14 @@ def node_devices(facts: Mapping[str, Any], ctx: Context) -> Iterator[Finding]:
         yield finding(
             "K109",
             Status.FAIL,
-            title=f"node advertises no {kube_rules.EFA}; {itype} has {spec.efa_count}",
+            title=f"node advertises no {kube_rules.EFA}; {itype} has {spec.efa}",
             evidence=[*ev, "is the aws-efa-k8s-device-plugin DaemonSet running on this node?"],
         )
-    elif efa != spec.efa_count:
+    elif efa != spec.efa:
         yield finding(
             "K109",
             Status.WARN,
-            title=f"node advertises {int(efa)} {kube_rules.EFA}; {itype} has {spec.efa_count}",
+            title=f"node advertises {int(efa)} {kube_rules.EFA}; {itype} has {spec.efa}",
             evidence=ev,
         )
     else:

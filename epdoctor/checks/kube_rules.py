@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from epdoctor.checks.registry import detector
-from epdoctor.knowledge.instances import instance_spec
+from epdoctor.knowledge.stack import instance_spec
 from epdoctor.model import Status
 
 Path = tuple[str | int, ...]
@@ -335,12 +335,12 @@ def rule_instance_resources(objs: Objects) -> Iterator[Hit]:
             if GPU in lim:
                 gpu += quantity(lim[GPU]) or 0
                 where.setdefault(GPU, (*base, "containers", n, "resources"))
-        if efa and efa != ispec.efa_count:
-            over = efa > ispec.efa_count
+        if efa and efa != ispec.efa:
+            over = efa > ispec.efa
             yield Hit(
                 "K207",
                 Status.FAIL if over else Status.WARN,
-                f"pods ask {EFA}: {int(efa)} but {inst} has {ispec.efa_count} EFA interfaces: "
+                f"pods ask {EFA}: {int(efa)} but {inst} has {ispec.efa} EFA interfaces: "
                 + ("the pod can never schedule" if over else "NICs are left idle, bandwidth lost"),
                 i,
                 where[EFA],

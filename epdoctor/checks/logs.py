@@ -25,7 +25,7 @@ from epdoctor.facts.logs import signatures as sig
 from epdoctor.facts.logs.model import Event, LogFacts, RankFacts
 from epdoctor.facts.logs.scanner import Feeder, ScanStats, iter_path
 from epdoctor.knowledge.catalogue import LogEvent
-from epdoctor.knowledge.instances import instance_spec
+from epdoctor.knowledge.stack import instance_spec
 from epdoctor.model import Finding, Status
 
 MAX_EVIDENCE = 8
@@ -58,7 +58,7 @@ class Expect:
 
 def expectation(facts: LogFacts, ctx: Context) -> Expect:
     spec = instance_spec(ctx.instance)
-    nics = ctx.options.get("expect_nics") or (spec.efa_count if spec else None)
+    nics = ctx.options.get("expect_nics") or (spec.efa if spec else None)
     strong = bool(ctx.transport or spec or ctx.options.get("expect_nics"))
     ranks = facts.nccl_ranks()
     transport = ctx.transport

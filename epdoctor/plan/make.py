@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from epdoctor.plan import contract, knowledge, launch, rules
+from epdoctor.knowledge import stack
+from epdoctor.plan import contract, launch, rules
 from epdoctor.plan.experts import find_experts, validate_model
 from epdoctor.plan.model import (
     ENGINES,
@@ -73,15 +74,15 @@ def default_name(engine: str) -> str:
 def make_plan(inp: PlanInput) -> Plan:
     engine_key = _choice(inp.engine, ENGINES, "engine")
     transport_key = _choice(
-        inp.transport or knowledge.default_transport(engine_key), TRANSPORTS, "transport"
+        inp.transport or stack.default_transport(engine_key), TRANSPORTS, "transport"
     )
     target = _choice(inp.target, TARGETS, "target")
-    instance = knowledge.resolve_instance(inp.instance or "")
+    instance = stack.resolve_instance(inp.instance or "")
     if instance is None:
-        known = ", ".join(knowledge.instances())
+        known = ", ".join(stack.instances())
         raise PlanInputError(f"unknown instance type {inp.instance!r}; known: {known}")
-    engine = knowledge.engines()[engine_key]
-    transport = knowledge.transports()[transport_key]
+    engine = stack.engines()[engine_key]
+    transport = stack.transports()[transport_key]
 
     if not isinstance(inp.nodes, int) or not 1 <= inp.nodes <= MAX_NODES:
         raise PlanInputError(f"--nodes must be 1..{MAX_NODES}, not {inp.nodes!r}")

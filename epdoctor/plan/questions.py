@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from epdoctor.plan import knowledge
+from epdoctor.knowledge import stack
 from epdoctor.plan.experts import validate_model
 from epdoctor.plan.make import ALIASES, MAX_NODES
 from epdoctor.plan.model import PlanInput, PlanInputError
@@ -28,21 +28,21 @@ class Question:
 _D = PlanInput()
 
 
-def _engine(answers: dict[str, Any]) -> knowledge.Engine:
+def _engine(answers: dict[str, Any]) -> stack.Engine:
     key = str(answers.get("engine") or _D.engine)
-    return knowledge.engines().get(ALIASES.get(key, key), knowledge.engines()[_D.engine])
+    return stack.engines().get(ALIASES.get(key, key), stack.engines()[_D.engine])
 
 
-def _instance(answers: dict[str, Any]) -> knowledge.Instance:
-    found = knowledge.resolve_instance(str(answers.get("instance") or _D.instance))
-    return found or knowledge.instances()[_D.instance]
+def _instance(answers: dict[str, Any]) -> stack.Instance:
+    found = stack.resolve_instance(str(answers.get("instance") or _D.instance))
+    return found or stack.instances()[_D.instance]
 
 
 def all_questions(answers: dict[str, Any]) -> list[Question]:
     """Every question that applies given `answers` (answered or not), in order."""
     engine = _engine(answers)
     inst = _instance(answers)
-    ts = knowledge.transports()
+    ts = stack.transports()
     # The engine's own transports first; the rest stay pickable so the verdict explains.
     order = [*engine.transports, *[t for t in ts if t not in engine.transports]]
     qs = [
@@ -50,7 +50,7 @@ def all_questions(answers: dict[str, Any]) -> list[Question]:
             "engine",
             "Engine",
             "select",
-            tuple((k, e.label) for k, e in knowledge.engines().items()),
+            tuple((k, e.label) for k, e in stack.engines().items()),
             _D.engine,
         ),
         Question(
@@ -69,7 +69,7 @@ def all_questions(answers: dict[str, Any]) -> list[Question]:
             "select",
             tuple(
                 (i.type, f"{i.type}  ({i.gpus} x {i.gpu}, {i.efa} EFA)")
-                for i in knowledge.instances().values()
+                for i in stack.instances().values()
             ),
             _D.instance,
         ),

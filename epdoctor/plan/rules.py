@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from epdoctor.checks.registry import detector, detectors
-from epdoctor.plan import knowledge
-from epdoctor.plan.knowledge import Engine, Instance, Transport
+from epdoctor.knowledge import stack
+from epdoctor.knowledge.stack import Engine, Instance, Transport
 from epdoctor.plan.model import Experts, Level, PlanInput, Reason
 from epdoctor.plan.versions import vllm_commit
 
@@ -49,7 +49,7 @@ def _r(code: str, level: Level, message: str) -> Reason:
 @detector("E501", domain="plan")
 def engine_runs_on_transport(c: Ctx) -> Iterator[Reason]:
     if c.transport.key not in c.engine.transports:
-        why = knowledge.unsupported().get(f"{c.engine.key}/{c.transport.key}", "")
+        why = stack.unsupported().get(f"{c.engine.key}/{c.transport.key}", "")
         runs = ", ".join(c.engine.transports)
         yield _r(
             "E501",

@@ -6,8 +6,8 @@ import re
 
 from packaging.version import InvalidVersion, Version
 
-from epdoctor.plan import knowledge
-from epdoctor.plan.knowledge import VllmCommit
+from epdoctor.knowledge import stack
+from epdoctor.knowledge.stack import VllmCommit
 from epdoctor.plan.model import PlanInputError
 
 
@@ -38,7 +38,7 @@ def vllm_commit(pin: str) -> VllmCommit | None:
     pin = pin.strip().lower()
     m = GSHA.search(pin)
     sha = m.group(1) if m else pin if SHA.match(pin) else ""
-    for commit in knowledge.vllm_commits():
+    for commit in stack.vllm_commits():
         if sha and (sha.startswith(commit.sha) or commit.sha.startswith(sha)):
             return commit
         if pin == commit.version.lower():

@@ -1,12 +1,15 @@
-"""The plan's knowledge as data: instances, engines, transports, pins, env.
+"""The stack as data: instances, engines, transports, pins, env, vLLM commits.
 
-The TOML files in data/ are the registry; this module only loads and types
-them, so adding an instance or bumping a pin is a data edit.
+The TOML files in stack/ are the registry; this module only loads and types
+them, so adding an instance or bumping a pin is a data edit. The plan, the
+checks and the log analyzer read the same tables (one instance table, one
+place for each version floor).
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from dataclasses import dataclass
 from importlib import resources
@@ -25,8 +28,8 @@ class Instance:
     gpu: str
     gpus: int
     sm: str
-    efa: int
-    efa_comp_counters: bool
+    efa: int  # EFA interfaces (the vpc.amazonaws.com/efa request)
+    efa_comp_counters: bool  # hardware completion counters: EFA-GDA possible
     vcpu: int
     memory_gib: int
     cpu_request: str
@@ -132,6 +135,20 @@ def pins() -> tuple[dict[str, Any], ...]:
 def env_rules() -> dict[str, tuple[dict[str, Any], ...]]:
     d = _data("env.toml")
     return {"set": tuple(d.get("set", ())), "unset": tuple(d.get("unset", ()))}
+
+
+_FAMILY = re.compile(r"^(?:ml\.)?([a-z0-9]+(?:-[a-z0-9]+)?)\.")
+
+
+def instance_spec(instance_type: str | None) -> Instance | None:
+    """The instance of a type as a node or a pod reports it ('p5en.48xlarge', SageMaker's
+    'ml.p5en.48xlarge'), by its family; None when the family is not in the table."""
+    if not instance_type:
+        return None
+    m = _FAMILY.match(instance_type.strip())
+    if m is None:
+        return None
+    return next((i for i in instances().values() if m.group(1) in i.aliases), None)
 
 
 def resolve_instance(name: str) -> Instance | None:
