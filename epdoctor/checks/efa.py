@@ -10,11 +10,12 @@ from epdoctor.checks.base import Context, check, finding
 from epdoctor.checks.transport_ctx import floor_verdict, transport_for
 from epdoctor.facts.node import NodeFacts
 from epdoctor.facts.versions import parse_version
+from epdoctor.knowledge import stack
 from epdoctor.knowledge.stack import instance_spec
 from epdoctor.model import Finding, Status
 
-EFA_GDA_DRIVER = Version("3.3.0")
-INSTALLER_FLOOR = Version("1.50.0")
+EFA_GDA_DRIVER = Version(stack.transport("efa-gda").efa_driver_min)
+INSTALLER_FLOOR = stack.floor("efa_installer")
 
 
 def _efa_module(node: NodeFacts):

@@ -11,10 +11,13 @@ from epdoctor.checks.stack import consumers
 from epdoctor.facts.node import NodeFacts
 from epdoctor.facts.python_env import PythonEnv
 from epdoctor.facts.versions import parse_version
+from epdoctor.knowledge import stack
 from epdoctor.model import Finding, Status
 
-TRTLLM_NCCL_FLOOR = Version("2.30.4")  # nccl_ep_utils.py _MIN_NCCL_RUNTIME_VERSION
-ABI_CHANGED = Version("2.31")
+_TRTLLM = stack.engine("tensorrt-llm")
+TRTLLM_NCCL_FLOOR = Version(_TRTLLM.nccl_floor)  # nccl_ep_utils.py _MIN_NCCL_RUNTIME_VERSION
+NCCL_EP_PREBUILT = Version(_TRTLLM.nccl_ep_prebuilt)
+ABI_CHANGED = Version(_TRTLLM.nccl_abi_change)
 
 
 def _trtllm_envs(node: NodeFacts) -> list[PythonEnv]:
@@ -94,7 +97,7 @@ def nccl_ep_library(node: NodeFacts, ctx: Context) -> Iterable[Finding]:
         else:
             yield finding("E104", Status.PASS, f"NCCL {nccl} meets NcclEP's floor", [where])
         ep = parse_version(env.nccl_ep_version)
-        if ep is not None and ep <= Version("0.1.0") and nccl >= ABI_CHANGED:
+        if ep is not None and ep <= NCCL_EP_PREBUILT and nccl >= ABI_CHANGED:
             yield finding(
                 "E103",
                 Status.WARN,

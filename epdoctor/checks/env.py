@@ -14,6 +14,7 @@ from packaging.version import Version
 
 from epdoctor.checks.base import Context, check, finding
 from epdoctor.checks.transport_ctx import transport_for
+from epdoctor.knowledge import stack
 from epdoctor.model import Finding, Status
 
 # variable -> trap code: set, but no component at these versions reads it.
@@ -30,7 +31,7 @@ DEAD_KNOBS: dict[str, str] = {
 }
 
 # ncclGinType_t values and the first NCCL that has each (NVIDIA/nccl nccl_device/core.h).
-GIN_TYPE_SINCE = {"0": "2.28.7", "2": "2.28.7", "3": "2.28.7", "4": "2.30.0", "5": "2.31.2"}
+GIN_TYPE_SINCE = stack.gin_type_since()
 OFI_NET_NAMES = {"libfabric", "aws libfabric", "ofi"}
 
 

@@ -10,10 +10,11 @@ from epdoctor.checks.base import Context, check, finding
 from epdoctor.checks.transport_ctx import floor_verdict, transport_for
 from epdoctor.facts.node import NodeFacts
 from epdoctor.facts.versions import parse_version
+from epdoctor.knowledge import stack
 from epdoctor.model import Finding, Status
 
-GDRCOPY_FLOOR = Version("2.5")
-DRIVER_FLOOR = 570  # GDR_PIN_FLAG_FORCE_PCIE needs r570+
+GDRCOPY_FLOOR = stack.floor("gdrcopy")
+DRIVER_FLOOR = stack.floor("nvidia_driver").major  # GDR_PIN_FLAG_FORCE_PCIE needs r570+
 
 
 @check("H101")

@@ -24,13 +24,13 @@ from epdoctor.checks.registry import detector, detectors
 from epdoctor.facts.logs import signatures as sig
 from epdoctor.facts.logs.model import Event, LogFacts, RankFacts
 from epdoctor.facts.logs.scanner import Feeder, ScanStats, iter_path
+from epdoctor.knowledge import stack
 from epdoctor.knowledge.catalogue import LogEvent
 from epdoctor.knowledge.stack import instance_spec
 from epdoctor.model import Finding, Status
 
 MAX_EVIDENCE = 8
 Keyed = tuple[str, Finding]
-
 
 
 def _event_table() -> dict[str, LogEvent]:
@@ -410,9 +410,7 @@ def gin_findings(facts: LogFacts, exp: Expect, final: bool) -> Iterator[Keyed]:
                     [e for r in with_gin[:2] for e in _ev(r, "gin_plugin", "gdaki_context")],
                 ),
             )
-        elif not facts.events_of(
-            *[k for k, e in LOG_EVENTS.items() if e.code in ("T201", "T105")]
-        ):
+        elif not facts.events_of(*[k for k, e in LOG_EVENTS.items() if e.code in ("T201", "T105")]):
             missing = [r for r in ranks if not r.gin_plugin]
             yield (
                 "T201:unknown",
@@ -526,12 +524,14 @@ def event_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
                 ),
             )
     if ep := by_kind.get("trtllm_ncclep_missing"):
-        old = [r for r in facts.nccl_ranks() if r.nccl_version and _vt(r.nccl_version) < (2, 30, 4)]
+        floor = stack.engine("tensorrt-llm").nccl_floor
+        ranks = facts.nccl_ranks()
+        old = [r for r in ranks if r.nccl_version and _vt(r.nccl_version) < _vt(floor)]
         code = "E104" if old else "E102"
         title = "TensorRT-LLM: `nccl-ep is not installed.`" + (
-            f" (NCCL {old[0].nccl_version} is below NcclEP's 2.30.4 floor)"
+            f" (NCCL {old[0].nccl_version} is below NcclEP's {floor} floor)"
             if old
-            else " (libnccl_ep missing, or the loaded NCCL is below 2.30.4: see E104)"
+            else f" (libnccl_ep missing, or the loaded NCCL is below {floor}: see E104)"
         )
         yield code, _event_group(ep, title, code, Status.FAIL)
     deepep_v2 = bool(facts.kind_count("deepep_v2_context") or _deepep_v2_manager(facts))

@@ -10,12 +10,12 @@ from epdoctor.checks.base import Context, check, finding
 from epdoctor.checks.stack import consumers
 from epdoctor.checks.transport_ctx import transport_for
 from epdoctor.facts.node import NodeFacts
+from epdoctor.knowledge import stack
 from epdoctor.model import Finding, Status
 
-LSA_SINCE = Version("2.29.2")
-PROXY_FLOOR = Version("2.30.4")  # vLLM's DeepEPV2All2AllManager requirement
-GDA_FLOOR = Version("2.31.2")  # NCCL_GIN_TYPE=5 (EFA_GDA) first appears here
-NVSHMEM_PIN = Version("3.6.5")
+PROXY_FLOOR = stack.floor("nccl_deepep_v2")  # vLLM's DeepEPV2All2AllManager requirement
+GDA_FLOOR = Version(stack.transport("efa-gda").nccl_min)  # NCCL_GIN_TYPE=5 (EFA_GDA) arrives
+NVSHMEM_PIN = stack.floor("nvshmem")
 
 
 @check("L101")

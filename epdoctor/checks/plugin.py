@@ -10,10 +10,11 @@ from epdoctor.checks.base import Context, check, finding
 from epdoctor.checks.transport_ctx import transport_for
 from epdoctor.facts.libs import PluginLib
 from epdoctor.facts.node import NodeFacts, libfabric_version
+from epdoctor.knowledge import stack
 from epdoctor.model import Finding, Status
 
-LIBFABRIC_EFA = Version("1.22.0")
-LIBFABRIC_GDA = Version("2.6.0")
+LIBFABRIC_EFA = stack.floor("libfabric")
+LIBFABRIC_GDA = Version(stack.transport("efa-gda").libfabric_min)
 
 
 def ofi_plugins(node: NodeFacts) -> list[PluginLib]:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from packaging.version import Version
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised only on 3.10
@@ -54,6 +56,9 @@ class Engine:
     vllm_graphs_pin: str = ""
     dynamo_version: str = ""
     nccl_hold: str = ""
+    nccl_floor: str = ""  # the lowest NCCL its EP backend loads (TensorRT-LLM NcclEP)
+    nccl_ep_prebuilt: str = ""  # the prebuilt libnccl_ep release ...
+    nccl_abi_change: str = ""  # ... and the NCCL whose device API it no longer matches
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,9 @@ class Transport:
     nccl_min: str
     default_nccl: str
     needs_comp_counters: bool
+    nccl_base: str = ""  # the NCCL upstream's getting-started guide builds on
+    libfabric_min: str = ""
+    efa_driver_min: str = ""
     legacy_gin_type: int | None = None
     legacy_note: str = ""
 
@@ -103,6 +111,30 @@ def engines() -> dict[str, Engine]:
             raise ValueError(f"engines.toml: {key}'s default_transport is not one it runs on")
         out[key] = Engine(key=key, **d)
     return out
+
+
+def engine(key: str) -> Engine:
+    return engines()[key]
+
+
+def transport(key: str) -> Transport:
+    return transports()[key]
+
+
+@functools.cache
+def _floors() -> dict[str, str]:
+    return {k: str(v) for k, v in _data("floors.toml")["floors"].items()}
+
+
+def floor(name: str) -> Version:
+    """A component's version floor from floors.toml (KeyError for a name it lacks)."""
+    return Version(_floors()[name])
+
+
+@functools.cache
+def gin_type_since() -> dict[str, str]:
+    """NCCL_GIN_TYPE value -> the first NCCL release that has it."""
+    return {str(k): str(v) for k, v in _data("transports.toml")["gin_types"].items()}
 
 
 def default_transport(engine: str) -> str:

@@ -91,8 +91,9 @@ def nccl_version(c: Ctx) -> Iterator[Reason]:
             yield _r(
                 "L505",
                 Level.BLOCKER,
-                f"NCCL {v} with prebuilt libnccl_ep 0.1.0: it is compiled against the "
-                f"{hold} device API and ncclDevComm is not append-only in 2.31 (fields "
+                f"NCCL {v} with prebuilt libnccl_ep {c.engine.nccl_ep_prebuilt}: it is compiled "
+                f"against the {hold} device API and ncclDevComm is not append-only in "
+                f"{c.engine.nccl_abi_change} (fields "
                 f"shift mid-struct), the fails-quietly case diagnose reports as E103. Hold NCCL at {hold}.",
             )
         elif v < hold:
@@ -106,23 +107,26 @@ def nccl_version(c: Ctx) -> Iterator[Reason]:
             yield _r(
                 "L505",
                 Level.INFO,
-                f"NCCL held at {hold} for prebuilt libnccl_ep 0.1.0; bump only with a "
+                f"NCCL held at {hold} for prebuilt libnccl_ep {c.engine.nccl_ep_prebuilt}; bump "
+                "only with a "
                 "libnccl_ep rebuilt on the newer device API, then re-run the kernel probe.",
             )
-    elif c.engine.uses_deepep and v < Version("2.30.4"):
+    elif c.engine.uses_deepep and v < stack.floor("nccl_deepep_v2"):
         yield _r(
             "L101",
             Level.BLOCKER,
-            f"NCCL {v} is below what vLLM's DeepEP-V2 manager needs (2.30.4; "
-            "ncclGetLsaDevicePointer from 2.29.2).",
+            f"NCCL {v} is below what vLLM's DeepEP-V2 manager needs "
+            f"({stack.floor('nccl_deepep_v2')}; ncclGetLsaDevicePointer from "
+            f"{stack.floor('nccl_lsa')}).",
         )
-    if c.transport.key == "gin-proxy" and v < Version("2.31.2") and not c.engine.nccl_hold:
+    base = c.transport.nccl_base
+    if c.transport.key == "gin-proxy" and v < Version(base) and not c.engine.nccl_hold:
         yield _r(
             "C510",
             Level.INFO,
             f"Planned on NCCL {v}, the version the reference recipes ran the CPU proxy on end to end; "
-            "aws-ofi-nccl's gin-getting-started now names NCCL >= 2.31.2 as its base "
-            "(pass --nccl 2.31.2 to follow it; NCCL_GIN_TYPE=2 is unchanged).",
+            f"aws-ofi-nccl's gin-getting-started now names NCCL >= {base} as its base "
+            f"(pass --nccl {base} to follow it; NCCL_GIN_TYPE=2 is unchanged).",
         )
 
 
@@ -133,13 +137,21 @@ def node_preconditions(c: Ctx) -> Iterator[Reason]:
     yield _r(
         "H111",
         Level.INFO,
-        "Node precondition: host gdrdrv and libgdrapi >= 2.5 (GIN's forced-PCIe copy); "
-        "check with `epdoctor diagnose`.",
+        f"Node precondition: host gdrdrv and libgdrapi >= {stack.floor('gdrcopy')} "
+        "(GIN's forced-PCIe copy); check with `epdoctor diagnose`.",
     )
     if c.transport.key == "efa-gda":
-        yield _r("H124", Level.INFO, "Node precondition: EFA installer >= 1.50.0.")
-        yield _r("N104", Level.INFO, "Node precondition: libfabric >= 2.6.0, rdma-core >= 64.")
-        yield _r("H122", Level.INFO, "Node precondition: efa.ko >= 3.3.0 on the host.")
+        t = c.transport
+        installer = stack.floor("efa_installer")
+        yield _r("H124", Level.INFO, f"Node precondition: EFA installer >= {installer}.")
+        yield _r(
+            "N104",
+            Level.INFO,
+            f"Node precondition: libfabric >= {t.libfabric_min}, rdma-core >= 64.",
+        )
+        yield _r(
+            "H122", Level.INFO, f"Node precondition: efa.ko >= {t.efa_driver_min} on the host."
+        )
         yield _r(
             "H103",
             Level.INFO,
