@@ -21,12 +21,21 @@ from textual.widgets import Button, Header, Log, Markdown, Static
 
 from epdoctor import knowledge
 from epdoctor.knowledge import Trap
+from epdoctor.knowledge.sections import trap_sections
+from epdoctor.reports.explain import sections_markdown
 
 SAFE_TIMEOUT_S = 15.0
 
 
+# The TUI names the key that runs the read-only commands.
+TITLES = {
+    "safe": "Safe to run (read-only; `r` runs them after you confirm)",
+    "change": "Changes a node or an image (copy them; epdoctor never runs these)",
+}
+
+
 def trap_markdown(t: Trap, finding: Any | None = None) -> str:
-    """The trap's catalogue text as Markdown (the same fields `epdoctor explain` prints)."""
+    """The trap's catalogue text as Markdown (the sections `epdoctor explain` prints)."""
     meta = f"*layer {t.layer} · severity {t.default_status.value}*"
     out = [f"## {t.code} · {t.title}", "", meta, ""]
     if finding is not None:
@@ -34,23 +43,7 @@ def trap_markdown(t: Trap, finding: Any | None = None) -> str:
         out += [f"**Seen{where}: {finding.status.value.upper()}** {finding.title}", ""]
         out += [f"    {e}" for e in finding.evidence[:20]]
         out.append("")
-    for name, body in (("Symptom", t.symptom), ("Why", t.why), ("Fix", t.fix)):
-        if body:
-            out += [f"### {name}", "", body, ""]
-    if t.fix_safe:
-        out += ["### Safe to run (read-only; `r` runs them after you confirm)", ""]
-        out += [f"    $ {c}" for c in t.fix_safe] + [""]
-    if t.fix_change:
-        out += ["### Changes a node or an image (copy them; epdoctor never runs these)", ""]
-        out += [f"    {c}" for c in t.fix_change] + [""]
-    out += ["### How epdoctor detects it", "", t.detect, ""]
-    if t.versions:
-        out += ["### Versions", "", t.versions, ""]
-    if t.transports or t.engines:
-        out += ["### Applies to", "", ", ".join([*t.transports, *t.engines]), ""]
-    refs = list(t.references)
-    if refs:
-        out += ["### References", ""] + [f"- {r}" for r in refs] + [""]
+    out += sections_markdown(trap_sections(t, detectors=False), TITLES)
     return "\n".join(out)
 
 

@@ -1,6 +1,9 @@
-"""Render one trap for `epdoctor explain` (rich)."""
+"""Render one trap's sections (knowledge/sections.py): rich for `epdoctor explain`, Markdown for
+docs/traps/ and the TUI's explain screen."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
 
 from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
@@ -9,6 +12,9 @@ from rich.text import Text
 
 from epdoctor.knowledge import Trap
 from epdoctor.knowledge.detectors import locate
+from epdoctor.knowledge.sections import Section, trap_sections
+
+_STYLE = {"safe": "bold green", "change": "bold yellow"}
 
 
 def _ref(url: str) -> RenderableType:
@@ -20,47 +26,48 @@ def _ref(url: str) -> RenderableType:
     return grid
 
 
+def _rich_items(s: Section) -> list[RenderableType]:
+    if s.key == "safe":
+        return [Text(f"  $ {c}") for c in s.items]
+    if s.key == "detectors":
+        located = map(locate, s.items)
+        return [Text(f"  {d.where()}  {d.ref.split(':', 1)[1]} ({d.domain})") for d in located]
+    if s.key == "references":
+        return [_ref(r) for r in s.items]  # a URL longer than the line folds under itself
+    return [Text(f"  {c}") for c in s.items]
+
+
 def render_trap(console: Console, t: Trap) -> None:
     parts: list[RenderableType] = [
         Text(t.title, style="bold"),
         Text(f"layer {t.layer} · severity {t.default_status.value}", style="dim"),
         Text(""),
     ]
-
-    def section(name: str, body: str) -> None:
-        if body:
-            parts.append(Text(name, style="bold cyan"))
-            parts.append(Text(body))
+    for s in trap_sections(t):
+        parts.append(Text(s.title, style=_STYLE.get(s.key, "bold cyan")))
+        parts += [Text(s.text)] if s.text else _rich_items(s)
+        if s.key != "references":
             parts.append(Text(""))
-
-    section("Symptom", t.symptom)
-    section("Why", t.why)
-    section("Fix", t.fix)
-    if t.fix_safe:
-        parts.append(Text("Safe to run (read-only, confirms the diagnosis)", style="bold green"))
-        parts += [Text(f"  $ {c}") for c in t.fix_safe]
-        parts.append(Text(""))
-    if t.fix_change:
-        parts.append(
-            Text(
-                "Changes a node or an image (copy; epdoctor never runs these)", style="bold yellow"
-            )
-        )
-        parts += [Text(f"  {c}") for c in t.fix_change]
-        parts.append(Text(""))
-    section("How epdoctor detects it", t.detect)
-    if t.detectors:
-        parts.append(Text("Where its detectors live", style="bold cyan"))
-        for d in map(locate, t.detectors):
-            name = d.ref.split(":", 1)[1]
-            parts.append(Text(f"  {d.where()}  {name} ({d.domain})", overflow="fold"))
-        parts.append(Text(""))
-    section("Versions", t.versions)
-    if t.transports or t.engines:
-        section("Applies to", ", ".join([*t.transports, *t.engines]))
-    refs = list(t.references)
-    if refs:
-        parts.append(Text("References", style="bold cyan"))
-        # A URL longer than the line folds under itself, never leaving its dash alone.
-        parts += [_ref(r) for r in refs]
     console.print(Panel(Group(*parts), title=f"{t.code} {t.name}", title_align="left"))
+
+
+def _md_items(s: Section) -> list[str]:
+    if s.key == "safe":
+        return [f"    $ {c}" for c in s.items]
+    if s.key == "change":
+        return [f"    {c}" for c in s.items]
+    if s.key == "detectors":
+        return [f"- `{d.ref}` ({d.domain})" for d in map(locate, s.items)]
+    return [f"- {r}" for r in s.items]
+
+
+def sections_markdown(
+    sections: Iterable[Section], titles: Mapping[str, str] | None = None
+) -> list[str]:
+    """The one Markdown rendering of a trap's sections (`titles` renames a section by key)."""
+    out: list[str] = []
+    for s in sections:
+        out += [f"### {(titles or {}).get(s.key, s.title)}", ""]
+        out += [s.text] if s.text else _md_items(s)
+        out.append("")
+    return out
