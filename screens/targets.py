@@ -30,10 +30,10 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Input, Static, Tree
 
-from epdoctor.knowledge.tour import fact_text
 from epdoctor.model import Finding, Status
 from epdoctor.redact import redact_text
 from epdoctor.reports.common import headline, layer_name, sort_findings
+from epdoctor.reports.facts_table import fact_text
 from epdoctor.safeio import markup, plain
 
 CELL_WIDTH = 24  # a fact cell's width; the explanation has the whole value

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from epdoctor import cli, docsgen, knowledge
+from epdoctor import cli, knowledge
 from epdoctor.knowledge.catalogue import LAYERS, _redirects
+from epdoctor.reports import docs as docsgen
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
@@ -21,7 +22,7 @@ NOT_CODES = {"H100", "H200", "B200", "B300", "A100"}
 
 def test_generated_pages_are_current():
     stale = docsgen.stale(TRAPS_DIR)
-    assert not stale, f"docs/traps/ is stale ({stale}); run `python -m epdoctor.docsgen`"
+    assert not stale, f"docs/traps/ is stale ({stale}); run `python -m epdoctor.reports.docs`"
 
 
 def test_check_mode_detects_a_stale_page(tmp_path):

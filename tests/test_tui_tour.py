@@ -6,6 +6,7 @@ from pathlib import Path
 
 from epdoctor import knowledge
 from epdoctor.knowledge import tour
+from epdoctor.reports import docs, facts_table
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "tour.md"
 LAYERS_WANTED = [
@@ -14,8 +15,8 @@ LAYERS_WANTED = [
 
 
 def test_docs_tour_is_generated_from_the_same_source():
-    assert DOC.read_text(encoding="utf-8") == tour.render_markdown(), (
-        "docs/tour.md is stale: python -m epdoctor.knowledge.tour > docs/tour.md"
+    assert DOC.read_text(encoding="utf-8") == docs.render_tour(), (
+        "docs/tour.md is stale: python -m epdoctor.reports.docs"
     )
 
 
@@ -34,9 +35,9 @@ def test_live_facts_read_the_node_summary_and_env():
     rows = dict(step.live_facts({"env": {"NCCL_GIN_TYPE": "2"}}))
     assert rows["$NCCL_GIN_TYPE"] == "2"
     assert rows["$NCCL_GIN_ENABLE"] is None
-    assert tour.fact_text(None) == "not seen"
-    assert tour.fact_text({"unknown": "no file"}) == "unknown (no file)"
-    assert tour.fact_text(True) == "yes"
+    assert facts_table.fact_text(None) == "not seen"
+    assert facts_table.fact_text({"unknown": "no file"}) == "unknown (no file)"
+    assert facts_table.fact_text(True) == "yes"
 
 
 def test_layers_pull_every_trap_of_that_layer():

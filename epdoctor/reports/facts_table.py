@@ -1,8 +1,27 @@
-"""The key facts of one node as (label, value) rows, shared by the text and Markdown reports."""
+"""A node's facts as text: the key facts as (label, value) rows for the text and Markdown
+reports, and one fact's value as a line (the TUI's tour and targets screens)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+
+def fact_text(value: Any) -> str:
+    """A fact value as one line (the summary is JSON-ready: dicts, lists, scalars).
+
+    For a step of the tour a fact the node did not report is "not seen"; the report rows
+    (``_v``) say "none" and join lists with commas."""
+    if value is None:
+        return "not seen"
+    if isinstance(value, dict) and set(value) == {"unknown"}:
+        return f"unknown ({value['unknown']})"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return "; ".join(fact_text(v) for v in value) or "none"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {fact_text(v)}" for k, v in value.items())
+    return str(value)
 
 
 def _v(value: Any) -> str:
