@@ -10,15 +10,17 @@ from typing import TextIO
 
 from epdoctor import __version__, knowledge
 from epdoctor.lint.base import LintFinding, LintReport
+from epdoctor.model import Status
 from epdoctor.safeio import plain  # file names and lines are foreign text: no escape codes
 
-LEVELS = ("info", "unknown", "warn", "fail")  # lowest to highest
+# A lint finding's level is its Status: lowest to highest.
+LEVELS = tuple(s.value for s in (Status.INFO, Status.UNKNOWN, Status.WARN, Status.FAIL))
 SARIF_LEVEL = {"fail": "error", "warn": "warning", "unknown": "note", "info": "note"}
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 def rank(level: str) -> int:
-    return LEVELS.index(level) if level in LEVELS else LEVELS.index("warn")
+    return Status(level).rank if level in LEVELS else Status.WARN.rank
 
 
 def _color(stream: TextIO) -> bool:
