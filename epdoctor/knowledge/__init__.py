@@ -1,4 +1,13 @@
-"""The trap catalogue: one TOML file per trap code under traps/, loaded as data."""
+"""What epdoctor knows, as data, in one package.
+
+- traps/<CODE>.toml and redirects.toml: the trap catalogue (catalogue.py loads it), each
+  trap naming its detectors (detectors.py finds where they live) and its log events;
+- layers.toml: the layers of the stack, their titles and their order;
+- stack/*.toml: instances, engines, transports, pins, env contract, vLLM commits and version
+  floors (stack.py, the typed loader the plan, the checks and the log analyzer share);
+- tour.toml: the guided tour (tour.py);
+- sections.py: one trap as the sections every front end renders.
+"""
 
 from epdoctor.knowledge.catalogue import (
     LAYERS,
