@@ -187,23 +187,27 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m epdoctor.reports.docs", description=__doc__.split("\n")[0]
     )
-    ap.add_argument("--out", type=Path, default=default_out(), help="default: docs/traps/")
-    ap.add_argument("--tour", type=Path, default=_docs() / "tour.md", help="default: docs/tour.md")
+    ap.add_argument("--out", type=Path, help="the trap pages' folder (default: docs/traps/)")
+    ap.add_argument("--tour", type=Path, help="the tour page (default: docs/tour.md, no --out)")
     ap.add_argument("--check", action="store_true", help="exit 1 if the pages are stale")
     args = ap.parse_args(argv)
-    tour = render_tour()
+    out = args.out or default_out()
+    # a folder of its own (--out) gets the trap pages only, unless --tour names a tour page
+    tour_path = args.tour or (None if args.out else _docs() / "tour.md")
+    tour = render_tour() if tour_path else ""
+    tour_stale = tour_path is not None and (
+        not tour_path.is_file() or tour_path.read_text(encoding="utf-8") != tour
+    )
     if args.check:
-        bad = [str(args.out / name) for name in stale(args.out)]
-        if not args.tour.is_file() or args.tour.read_text(encoding="utf-8") != tour:
-            bad.append(str(args.tour))
+        bad = [str(out / name) for name in stale(out)] + ([str(tour_path)] if tour_stale else [])
         for name in bad:
             print(f"stale: {name}", file=sys.stderr)
         return 1 if bad else 0
-    for path in write(args.out):
+    for path in write(out):
         print(f"wrote {path}")
-    if not args.tour.is_file() or args.tour.read_text(encoding="utf-8") != tour:
-        args.tour.write_text(tour, encoding="utf-8")
-        print(f"wrote {args.tour}")
+    if tour_path is not None and tour_stale:
+        tour_path.write_text(tour, encoding="utf-8")
+        print(f"wrote {tour_path}")
     return 0
 
 
