@@ -5,7 +5,7 @@ file *kind* with a *matcher* that decides which files are of that kind::
 
     register_linter("manifest", yaml_manifest_matcher, lint_manifest)
 
-The functions that raise trap codes (a linter, or the rule helpers it calls) are also
+The functions that raise trap codes (a linter, or the rule functions it calls) are also
 detectors (``@detector("B402", domain="recipe")``, epdoctor/checks/registry.py): that is where
 ``epdoctor explain`` finds them. A LintFinding is a Finding with a location.
 
