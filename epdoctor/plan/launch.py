@@ -87,9 +87,18 @@ def serve_commands(
     raise ValueError(engine)
 
 
+KERNEL_LOG = "/tmp/epdoctor-kernel-test.log"
+
+
 def kernel_test_command(engine: str, nodes: int, gpus: int, world: int, experts: int) -> str:
     """One process per node; passes only on exit 0 AND the efa-direct banner."""
-    log = "/tmp/epdoctor-kernel-test.log"
+    run = kernel_run_command(engine, nodes, gpus, world, experts)
+    banner = "" if nodes == 1 else f" && grep -q {shlex.quote(BANNER)} {KERNEL_LOG}"
+    return f"{run} > {KERNEL_LOG} 2>&1{banner}"
+
+
+def kernel_run_command(engine: str, nodes: int, gpus: int, world: int, experts: int) -> str:
+    """The kernel test itself on one node (NODE_RANK and LEADER_ADDR set), output on stdout."""
     if engine in ("vllm", "dynamo"):
         run = (
             f'MASTER_ADDR="$LEADER_ADDR" MASTER_PORT={DEEPEP_TEST_PORT} WORLD_SIZE={nodes} '
@@ -107,8 +116,7 @@ def kernel_test_command(engine: str, nodes: int, gpus: int, world: int, experts:
             f'--node-rank "$NODE_RANK" --master-addr "$LEADER_ADDR" --master-port {TORCH_PORT} '
             f"{NCCL_EP_PROBE}"
         )
-    banner = "" if nodes == 1 else f" && grep -q {shlex.quote(BANNER)} {log}"
-    return f"{run} > {log} 2>&1{banner}"
+    return run
 
 
 def smoke_command(model: str, served_name: str | None = None) -> str:
@@ -140,11 +148,11 @@ def commands(
     engine: str, model: str, world: int, gpus: int, nodes: int, mode: str, experts: int | None
 ) -> Commands:
     leader, worker = serve_commands(engine, model, world, gpus, nodes, mode)
+    kexperts = kernel_test_experts(world, experts)
     return Commands(
         leader=leader,
         worker=worker,
-        kernel_test=kernel_test_command(
-            engine, nodes, gpus, world, kernel_test_experts(world, experts)
-        ),
+        kernel_test=kernel_test_command(engine, nodes, gpus, world, kexperts),
         smoke=smoke_command(model),
+        kernel_run=kernel_run_command(engine, nodes, gpus, world, kexperts),
     )
