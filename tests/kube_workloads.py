@@ -192,7 +192,7 @@ class WorkloadsMixin:
         self.log_generation: dict[tuple[str, str, str, bool], int] = {}
         self._managed: set[str] = set()  # uids of the pods the controller made
         self._event_index: dict[tuple[str, str, str, str], str] = {}
-        self._rolling: set[tuple[str, str]] = set()
+        self._tried: dict[str, float] = {}  # pod uid -> when scheduling last failed
         self._loop_task: asyncio.Task[None] | None = None
 
     def start_controllers(self) -> None:
@@ -529,11 +529,16 @@ class WorkloadsMixin:
             if node is None:
                 cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                         "message": why, "lastTransitionTime": now()}  # fmt: skip
-                if (pod.get("status") or {}).get("conditions") != [cond]:
+                old = ((pod.get("status") or {}).get("conditions") or [{}])[0]
+                if old.get("message") != why:
                     pod = copy.deepcopy(pod)
                     pod["status"]["conditions"] = [cond]
                     self._store("pods", pod)
-                self.event(pod, "Pod", "Warning", "FailedScheduling", why, "default-scheduler")
+                # the scheduler retries with a back-off: one event a second at most here
+                clock = asyncio.get_running_loop().time()
+                if clock - self._tried.get(meta["uid"], 0.0) >= 1.0:
+                    self._tried[meta["uid"]] = clock
+                    self.event(pod, "Pod", "Warning", "FailedScheduling", why, "default-scheduler")
                 continue
             pod = copy.deepcopy(pod)
             pod["spec"]["nodeName"] = node
@@ -974,11 +979,16 @@ class WorkloadsMixin:
                 ctype = resp.headers.get("Content-Type", "application/json")
                 return aiohttp.web.Response(body=data, status=resp.status,
                                             headers={"Content-Type": ctype})  # fmt: skip
-        except (aiohttp.ClientError, OSError) as exc:
+        except (aiohttp.ClientConnectorError, ConnectionRefusedError):
             return self._status(  # type: ignore[attr-defined]
                 503,
                 "ServiceUnavailable",
-                f"error trying to reach service: dial tcp 127.0.0.1:{target}: {exc}",
+                f"error trying to reach service: dial tcp 127.0.0.1:{target}: connect: "
+                "connection refused",
+            )
+        except (aiohttp.ClientError, OSError) as exc:
+            return self._status(  # type: ignore[attr-defined]
+                503, "ServiceUnavailable", f"error trying to reach service: {exc}"
             )
 
     def _pod_port(self, ns: str, name: str, port: str | None) -> int | str:

@@ -69,8 +69,6 @@ def add_arguments(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def register_down(sub: Any) -> None:
-    from epdoctor.targets import kube_cli
-
     dn = sub.add_parser(
         "down",
         help=DOWN_HELP,
@@ -89,152 +87,28 @@ def register_down(sub: Any) -> None:
     dn.add_argument("--timeout", type=float, default=300.0, metavar="S",
                     help="how long to wait for the pods to go (default 300)")  # fmt: skip
     dn.add_argument("--json", action="store_true", help="print the result as JSON")
-    del kube_cli  # the flags mirror its kubectl-like ones; nothing else of it is needed here
-
-
-class DefaultURL(str):
-    """``--url``'s default: a rollout reaches the engine through the API server unless the
-    operator names a URL."""
-
-
-def is_kube_plan(plan: dict[str, Any]) -> bool:
-    inp = plan.get("input") if isinstance(plan.get("input"), dict) else {}
-    return bool(plan) and inp.get("target") == "kubernetes"
-
-
-def wanted(args: argparse.Namespace, plan: dict[str, Any]) -> bool:
-    from epdoctor.commands.run import TARGET_FLAGS
-
-    if not is_kube_plan(plan) or getattr(args, "attach", False):
-        return False
-    if getattr(args, "regate", None) or getattr(args, "isolate", False):
-        return False
-    return not any(getattr(args, k, None) for k in TARGET_FLAGS)
 
 
 def maybe_rollout(args: argparse.Namespace, plan: dict[str, Any], what: str) -> int | None:
     """The exit code of a rollout of ``plan``, or None when the launch runs in existing pods."""
-    if not wanted(args, plan):
-        return None
-    from epdoctor.commands.run import Out
-    from epdoctor.launch.kube_objects import load_objects, plan_name
-    from epdoctor.launch.kube_rollout import NotEpdoctors, prepare
-    from epdoctor.model import EpdoctorError
-    from epdoctor.targets.kube_apply import KubeApply
+    from epdoctor.commands.run import TARGET_FLAGS, Out
+    from epdoctor.launch.kube_launch import Attach, from_flags
 
+    named = any(getattr(args, k, None) for k in TARGET_FLAGS)
+    rp = from_flags(args, plan, what, named)
+    if rp is None:
+        return None
     out = Out(args)
-    session = _connect(args, plan)
+    if isinstance(rp, Attach):
+        out.print(rp.note, markup=False, soft_wrap=True)
+        return None
     try:
-        api = KubeApply(session)
-        ns = _namespace(args, plan, session)
-        there = _attachable(api, plan_name(plan), ns, int(plan.get("nodes") or 1))
-        if there:
-            out.print(
-                f"{there}: epdoctor did not apply it, so it runs in those pods as they are "
-                "(nothing applied, nothing deleted; --attach says this without asking)",
-                markup=False,
-                soft_wrap=True,
-            )
-            session.close()
-            return None
-        objects = load_objects(plan, args.plan, ns)
-        options = _options(args, what)
-        try:
-            rp = prepare(api, objects, plan, options, session.context, args.plan or "")
-        except NotEpdoctors as exc:
-            raise EpdoctorError(
-                f"{exc}: delete them, re-plan with another --name, or --attach to run in "
-                "what is there"
-            ) from exc
         code = _confirm(args, out, rp)
         if code is not None:
             return code
-        return _run(args, out, rp, api)
+        return _run(args, out, rp, rp.api)
     finally:
-        session.close()
-
-
-def _connect(args: argparse.Namespace, plan: dict[str, Any]) -> Any:
-    from epdoctor.model import EpdoctorError
-    from epdoctor.targets import kube
-    from epdoctor.targets.base import TargetError
-
-    try:
-        return kube.KubeSession.connect(
-            getattr(args, "context", None),
-            getattr(args, "kubeconfig", None),
-            getattr(args, "request_timeout", None),
-        )
-    except TargetError as exc:
-        raise EpdoctorError(f"{args.plan} is a Kubernetes plan: {exc}") from exc
-
-
-def _namespace(args: argparse.Namespace, plan: dict[str, Any], session: Any) -> str:
-    """-n, else the plan's own namespace; a plan left at "default" follows the context's."""
-    from epdoctor.launch.kube_objects import plan_namespace
-    from epdoctor.targets.kube import valid_namespace
-
-    ns = getattr(args, "namespace", None) or plan_namespace(plan)
-    if not getattr(args, "namespace", None) and ns == "default" and session.namespace:
-        ns = session.namespace
-    return valid_namespace(ns)
-
-
-def _attachable(api: Any, name: str, ns: str, replicas: int) -> str:
-    """What of the plan runs already and is not epdoctor's ("" when nothing)."""
-    from epdoctor.launch.kube_objects import managers, owned
-    from epdoctor.targets.kube import KubeApiError
-
-    sts = api.read("statefulsets", ns, name)
-    if sts is not None:
-        return (
-            ""
-            if owned(sts)
-            else f"statefulset/{name} exists in {ns} (field managers: {managers(sts)})"
-        )
-    for i in range(replicas):
-        try:
-            api.session.call(
-                f"pod {name}-{i}", api.session.core.read_namespaced_pod, f"{name}-{i}", ns
-            )
-        except KubeApiError as exc:
-            if exc.status == 404:
-                continue
-            raise
-        return f"pod {name}-{i} exists in {ns} without a StatefulSet of epdoctor's"
-    return ""
-
-
-def _options(args: argparse.Namespace, what: str) -> Any:
-    from epdoctor.launch.kube_objects import default_run_dir
-    from epdoctor.launch.kube_rollout import RolloutOptions
-    from epdoctor.model import EpdoctorError
-
-    serve = what == "serve"
-    levels: tuple[int, ...] = ()
-    if serve and getattr(args, "bench", None):
-        try:
-            levels = tuple(int(c) for c in args.bench.split(",") if c.strip())
-        except ValueError:
-            levels = ()
-        if not levels or any(c < 1 for c in levels):
-            raise EpdoctorError(f"--bench: positive integers expected, got {args.bench!r}")
-    url = getattr(args, "url", None)
-    return RolloutOptions(
-        what=what,
-        kernel=not (serve and args.no_kernel_test),
-        keep=bool(args.keep),
-        detach=bool(serve and args.detach),
-        bench_levels=levels,
-        url=None if url is None or isinstance(url, DefaultURL) else str(url),
-        run_dir=args.run_dir or default_run_dir("kernel-test"),
-        schedule_timeout_s=args.schedule_timeout,
-        start_timeout_s=args.start_timeout,
-        kernel_timeout_s=args.kernel_timeout if serve else args.timeout,
-        startup_budget_s=getattr(args, "startup_budget", 1800.0),
-        smoke_max_tokens=getattr(args, "smoke_max_tokens", 64),
-        python=args.python or "python3",
-    )
+        rp.api.session.close()
 
 
 def _confirm(args: argparse.Namespace, out: Any, rp: Any) -> int | None:
@@ -299,7 +173,7 @@ def _run(args: argparse.Namespace, out: Any, rp: Any, api: Any) -> int:
     if outcome is None:
         out.print("[red]the rollout ended without a result[/red]")
         return exitcodes.ERROR
-    _report(out, rp, rollout, outcome)
+    _report(out, rp, rollout, outcome, board)
     if interrupted is not None or outcome.status == "interrupted":
         if interrupted is not None:
             interrupted_note(out, interrupted, "what epdoctor applied is handled as said above")
@@ -343,7 +217,7 @@ class _Sinks:
         self.board.add(pane, line)
         if self.plain and (line.startswith(KUBE) or style_of(line) or pane in ("smoke", "bench")):
             with self._lock:
-                self.out.print(f"[{pane}] {line[:300]}", markup=False, highlight=False)
+                self.out.print(f"[{pane}] {line[:300]}", markup=False, highlight=False, soft_wrap=True)
 
     def gate(self, gate: str, state: str, summary: str, code: str | None = None) -> None:
         self.board.set_status(gate, state, summary + (f" ({code})" if code else ""))
@@ -361,10 +235,10 @@ class _Sinks:
         self.board.note(text)
         if self.plain:
             with self._lock:
-                self.out.print(text, markup=False)
+                self.out.print(text, markup=False, soft_wrap=True)
 
 
-def _report(out: Any, rp: Any, rollout: Any, outcome: Any) -> None:
+def _report(out: Any, rp: Any, rollout: Any, outcome: Any, board: Any) -> None:
     from epdoctor.commands.run import print_gates, stopped_note
 
     if out.json:
@@ -377,6 +251,8 @@ def _report(out: Any, rp: Any, rollout: Any, outcome: Any) -> None:
             "findings": [{"source": s, **f.to_json()} for s, f in rollout.watch.findings],
             "stopped": outcome.stopped,
             "error": outcome.error,
+            # the last lines of every pane (a pod's Kubernetes state and its log, each test)
+            "panes": {name: list(pane.lines) for name, pane in board.panes.items()},
         }
         bench = getattr(rollout, "bench_result", None)
         if bench is not None:
@@ -398,6 +274,7 @@ def _report(out: Any, rp: Any, rollout: Any, outcome: Any) -> None:
 def run_down(args: argparse.Namespace) -> int:
     from epdoctor import exitcodes
     from epdoctor.commands.run import Out, load_plan
+    from epdoctor.launch.kube_launch import connect, is_kube_plan, namespace
     from epdoctor.launch.kube_objects import load_objects, managers, owned
     from epdoctor.launch.kube_rollout import take_down
     from epdoctor.model import EpdoctorError
@@ -407,10 +284,10 @@ def run_down(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan)
     if not is_kube_plan(plan):
         raise EpdoctorError(f"{args.plan} is not a Kubernetes plan: there is nothing to take down")
-    session = _connect(args, plan)
+    session = connect(args, plan)
     try:
         api = KubeApply(session)
-        ns = _namespace(args, plan, session)
+        ns = namespace(args, plan, session)
         objects = load_objects(plan, args.plan, ns, lint=False)
         plan_lines = []
         for plural, name in objects.refs():

@@ -109,6 +109,7 @@ class RolloutPlan:
     context: str = ""
     diff: list[str] = field(default_factory=list)
     plan_path: str = ""
+    api: Any = None  # the KubeApply it was prepared with (its session closes with the launch)
 
     @property
     def ns(self) -> str:
@@ -269,7 +270,7 @@ class KubeRollout:
     def __init__(
         self,
         plan: RolloutPlan,
-        api: KubeApply,
+        api: KubeApply | None = None,
         on_line: OnLine | None = None,
         on_gate: OnGate | None = None,
         on_finding: OnFinding | None = None,
@@ -278,13 +279,13 @@ class KubeRollout:
         from epdoctor.launch.serve import FATAL_CODES
 
         self.plan = plan
-        self.api = api
+        self.api = api or plan.api
         self.on_line = on_line or (lambda pane, line: None)
         self.on_gate = on_gate or (lambda gate, state, summary, code: None)
         self.on_finding = on_finding or (lambda source, f: None)
         self.watch_factory = watch_factory
         o = plan.objects
-        self.watch = PodWatch(api, o.namespace, o.selector, str(o.container.get("name")),
+        self.watch = PodWatch(self.api, o.namespace, o.selector, str(o.container.get("name")),
                               self.on_line, self.on_finding, watch_factory)  # fmt: skip
         self.watch.fatal_codes = FATAL_CODES
         self.gates: list[Gate] = []
