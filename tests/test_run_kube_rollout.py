@@ -32,6 +32,7 @@ CRASHING = "111122223333.dkr.ecr.us-west-2.amazonaws.com/ep/engine:v2-crashes"
 NOT_EFA = "111122223333.dkr.ecr.us-west-2.amazonaws.com/ep/engine:v3-tcp"
 SLOW = "111122223333.dkr.ecr.us-west-2.amazonaws.com/ep/engine:v4-slow"
 MISSING = "111122223333.dkr.ecr.us-west-2.amazonaws.com/ep/engine:v9-never-pushed"
+DYNAMO = "111122223333.dkr.ecr.us-west-2.amazonaws.com/ep/dynamo:v1-20261204"
 STANDIN = ROOT / "tests" / "kube_image"
 ENGINE = str(ROOT / "tests" / "fake_engine.py")
 # A real failing engine log (tests/fixtures/logs/corpus): torchrun's child died of SIGSEGV.
@@ -62,6 +63,7 @@ def cluster(kube_api):
             SLOW: Image(STANDIN, {**env, "FAKE_ENGINE_ARGS": "--start-delay 120"}),
             NOT_EFA: Image(STANDIN, {**env, "FAKE_KERNEL_FABRIC": "efa"}),
             CRASHING: Image(STANDIN, {**env, "FAKE_ENGINE_ARGS": f"--crash-log {SEGV_LOG} --crash-code 139"}),
+            DYNAMO: Image(STANDIN, {**env, "FAKE_DYNAMO_REGISTER_S": "4"}),
         }
     )  # fmt: skip
     kube_api.put(
@@ -383,4 +385,22 @@ def test_the_sglang_plan_launches_the_same_way_in_another_namespace(cluster, tmp
     assert env["NVSHMEM_LIBFABRIC_PROVIDER"] == "efa" and "NVSHMEM_DISABLE_CUDA_VMM" not in env
     r = epdoctor(cluster, "run", "down", "--plan", p, "-n", ns, "--yes")
     assert r.returncode == 0, r.stdout + r.stderr
+    gone(cluster, ns)
+
+
+def test_dynamo_is_ready_only_once_an_engine_registered(cluster, tmp_path):
+    ns = "dynamo"
+    p = plan(tmp_path, ns, "--engine", "dynamo", image=DYNAMO)
+    r = run(cluster, "serve", p, "--yes", "--detach", "--json", "--no-kernel-test",
+            "--startup-budget", "60")  # fmt: skip
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0  # every gate passed (no kernel test, so no counters to verify)
+    assert list(gates(doc)) == ["apply", "pods", "ready", "smoke"], doc["gates"]
+    assert gates(doc)["ready"] == "pass" and gates(doc)["smoke"] == "pass"
+    # /health said 200 with no endpoint first: Dynamo's readiness waited for one (E701)
+    said = doc["panes"]["ready"]
+    assert any("the endpoints array is empty" in line for line in said), said
+    assert said[-1].endswith("serving fake/moe-test")
+    r = epdoctor(cluster, "run", "down", "--plan", p, "--yes")
+    assert r.returncode == 0
     gone(cluster, ns)

@@ -548,6 +548,7 @@ class KubeRollout:
         where = o.url or f"pod {leader} through the API server"
         waiter = Waiter(where, rp.engine, o.startup_budget_s, poll_s=2.0, fetch=self._fetch("pods"))
         waiter.t0 = time.monotonic()
+        said = ""
         while True:
             self._check()
             pods = self.watch.poll()
@@ -556,6 +557,9 @@ class KubeRollout:
                 pod, why, code = stuck
                 return self._fail("ready", f"{pod}: {why}", code, pod)
             p = waiter.step()
+            if p is not None and p.detail != said:  # each new answer once, in its own pane
+                said = p.detail
+                self.on_line("ready", f"{waiter.elapsed:.0f}s: {p.detail}")
             leader_ready = bool(pods.get(leader) and pods[leader].ready)
             if p is not None and p.ready and leader_ready:
                 self._gate(waiter.gate())
