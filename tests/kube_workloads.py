@@ -11,7 +11,8 @@ kubectl see it:
   ``metadata.managedFields`` (operation Apply), refuses with 409 Conflict when another manager
   already set a field to another value (unless ``force=true``), and with ``dryRun=All``
   answers the object it would store without storing it.
-* StatefulSet controller: pods ``NAME-0`` .. ``NAME-(N-1)`` from the template, labelled with the
+* StatefulSet controller (for StatefulSets applied through the API; objects a test puts are
+  static fixtures, left as put): pods ``NAME-0`` .. ``NAME-(N-1)`` from the template, labelled with the
   controller-revision-hash, pod-name and pod-index labels and owned by the StatefulSet;
   ``spec.hostname``/``spec.subdomain`` set for per-pod DNS; a template change is rolled out from
   the highest ordinal down, one pod at a time, each waiting for the one above to be Running and
@@ -191,6 +192,9 @@ class WorkloadsMixin:
         self.runtimes: dict[tuple[str, str], PodRuntime] = {}
         self.log_generation: dict[tuple[str, str, str, bool], int] = {}
         self._managed: set[str] = set()  # uids of the pods the controller made
+        # uids of the StatefulSets it controls: those applied through the API. Objects a test
+        # puts as they are (a pod "already running") are static fixtures, left as put.
+        self._controlled: set[str] = set()
         self._event_index: dict[tuple[str, str, str, str], str] = {}
         self._tried: dict[str, float] = {}  # pod uid -> when scheduling last failed
         self._loop_task: asyncio.Task[None] | None = None
@@ -310,6 +314,8 @@ class WorkloadsMixin:
         created = live is None
         if q.get("dryRun") != "All":
             self._store(plural, result)
+            if plural == "statefulsets":
+                self._controlled.add(result["metadata"]["uid"])
         return aiohttp.web.json_response(result, status=201 if created else 200)
 
     def _conflicts(
@@ -373,7 +379,8 @@ class WorkloadsMixin:
     # StatefulSet controller
     def _statefulsets(self) -> None:
         for sts in self._items("statefulsets"):
-            self._sync_statefulset(sts)
+            if sts["metadata"].get("uid") in self._controlled:
+                self._sync_statefulset(sts)
 
     def _sync_statefulset(self, sts: dict[str, Any]) -> None:
         meta, spec = sts["metadata"], sts.get("spec") or {}
@@ -461,6 +468,8 @@ class WorkloadsMixin:
     def _collect_garbage(self) -> None:
         owners = {s["metadata"].get("uid") for s in self._items("statefulsets")}
         for pod in self._items("pods"):
+            if pod["metadata"].get("uid") not in self._managed:
+                continue  # a static fixture: nothing collects it
             refs = pod["metadata"].get("ownerReferences") or []
             if any(r.get("kind") == "StatefulSet" for r in refs) and not any(
                 r.get("uid") in owners for r in refs

@@ -127,7 +127,8 @@ def test_prepare_refuses_what_epdoctor_did_not_apply(cluster, tmp_path):
     try:
         rp = prepare(api, objs, doc, RolloutOptions("serve"), "emulator", path)
         assert rp.diff[0].startswith("create     service/vllm-deepep-headless")
-        assert any(line.startswith("2. kernel test in every pod at once") for line in rp.lines)
+        assert any(line.startswith("2. read-only diagnose inside every pod") for line in rp.lines)
+        assert any(line.startswith("3. kernel test in every pod at once") for line in rp.lines)
         cluster.put({"apiVersion": "apps/v1", "kind": "StatefulSet",
                      "metadata": {"name": "vllm-deepep", "namespace": ns},
                      "spec": {"replicas": 0, "selector": {"matchLabels": {"x": "y"}},
@@ -150,6 +151,7 @@ def rollout_for(cluster, tmp_path, ns: str, **opts) -> tuple[KubeRollout, list]:
     doc, path = written(tmp_path, ns, **opts.pop("plan", {}))
     api = api_for(cluster)
     objs = ko.load_objects(doc, path, ns)
+    opts.setdefault("preflight", False)  # the node probe sees this machine, not a GPU node
     options = RolloutOptions(opts.pop("what", "kernel-test"), poll_s=0.2, **opts)
     rp = prepare(api, objs, doc, options, "emulator", path)
     events: list = []
@@ -214,7 +216,7 @@ def test_the_terminal_apps_session_runs_a_kubernetes_plan(cluster, tmp_path):
     flags = SimpleNamespace(plan=path, kubeconfig=str(cluster.kubeconfig), namespace=None,
                             context=None, request_timeout=None, keep=False, attach=False,
                             schedule_timeout=30.0, start_timeout=60.0, timeout=60.0, run_dir=None,
-                            python=None)  # fmt: skip
+                            python=None, no_preflight=True)  # fmt: skip
     rp = from_flags(flags, doc, "kernel-test", targets_named=False)
     launch = Launch("kernel-test", rp.lines, flags, doc, rp, [])
     assert launch.where == "Kubernetes namespace tui" and launch.remote

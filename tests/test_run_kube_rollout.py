@@ -404,3 +404,23 @@ def test_dynamo_is_ready_only_once_an_engine_registered(cluster, tmp_path):
     r = epdoctor(cluster, "run", "down", "--plan", p, "--yes")
     assert r.returncode == 0
     gone(cluster, ns)
+
+
+def test_the_preflight_diagnose_inside_the_pods_stops_a_failing_node(cluster, tmp_path):
+    """Without --no-preflight the node probe runs in every pod first; here it sees this
+    machine (no GPU, no EFA): failing findings stop the rollout before the kernel test, and
+    --force goes on."""
+    ns = "preflight"
+    path = plan(tmp_path, ns)
+    r = epdoctor(cluster, "run", "kernel-test", "--plan", path, "--yes", "--json")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1, r.stderr
+    assert list(gates(doc)) == ["apply", "pods", "preflight"] and gates(doc)["preflight"] == "fail"
+    pre = next(g for g in doc["gates"] if g["gate"] == "preflight")
+    assert "--force to launch anyway" in pre["summary"] and pre["code"]
+    assert any(f["code"] == pre["code"] for f in doc["findings"])  # raised as findings too
+    gone(cluster, ns)
+    r = epdoctor(cluster, "run", "kernel-test", "--plan", path, "--yes", "--json", "--force")
+    doc = json.loads(r.stdout)
+    assert gates(doc)["preflight"] == "warn" and gates(doc)["network"] == "pass"
+    gone(cluster, ns)

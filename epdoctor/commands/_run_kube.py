@@ -248,7 +248,7 @@ def _report(out: Any, rp: Any, rollout: Any, outcome: Any, board: Any) -> None:
             "namespace": rp.ns,
             "objects": [f"{k}/{n}" for k, n in rp.objects.refs()],
             "gates": [g.to_json() for g in outcome.gates],
-            "findings": [{"source": s, **f.to_json()} for s, f in rollout.watch.findings],
+            "findings": [{"source": s, **f.to_json()} for s, f in rollout.findings],
             "stopped": outcome.stopped,
             "error": outcome.error,
             # the last lines of every pane (a pod's Kubernetes state and its log, each test)
@@ -261,7 +261,7 @@ def _report(out: Any, rp: Any, rollout: Any, outcome: Any, board: Any) -> None:
     else:
         if outcome.gates:
             print_gates(out, outcome.gates)
-        for source, f in rollout.watch.findings:
+        for source, f in rollout.findings:
             out.print(f"  {f.status.value.upper()} {f.code} {f.title} [dim]({source})[/dim]")
     if outcome.error:
         out.print(f"[red]error: {outcome.error}[/red]", markup=True)

@@ -153,4 +153,6 @@ def options(flags: Any, what: str) -> RolloutOptions:
         startup_budget_s=float(getattr(flags, "startup_budget", 1800.0)),
         smoke_max_tokens=int(getattr(flags, "smoke_max_tokens", 64)),
         python=getattr(flags, "python", None) or "python3",
+        preflight=not getattr(flags, "no_preflight", False),
+        force=bool(getattr(flags, "force", False)),
     )

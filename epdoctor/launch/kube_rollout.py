@@ -93,6 +93,8 @@ class RolloutOptions:
     bench_max_tokens: int = 128
     poll_s: float = 1.0
     python: str = "python3"
+    preflight: bool = True  # the read-only node probe in every pod before the kernel test
+    force: bool = False  # go on when the preflight finds a failure
 
 
 @dataclass
@@ -127,6 +129,10 @@ class RolloutPlan:
         step = 1
         out.append(f"{step}. wait for {obj.replicas} pod(s) to schedule, pull and start; "
                    "a Pending pod's events are explained")  # fmt: skip
+        if o.preflight:
+            step += 1
+            out.append(f"{step}. read-only diagnose inside every pod (the node probe over exec; "
+                       "--no-preflight skips it)")  # fmt: skip
         if o.kernel:
             step += 1
             out.append(
@@ -282,7 +288,14 @@ class KubeRollout:
         self.api = api or plan.api
         self.on_line = on_line or (lambda pane, line: None)
         self.on_gate = on_gate or (lambda gate, state, summary, code: None)
-        self.on_finding = on_finding or (lambda source, f: None)
+        self.findings: list[tuple[str, Finding]] = []  # every finding raised, in order
+        told = on_finding or (lambda source, f: None)
+
+        def found(source: str, f: Finding) -> None:
+            self.findings.append((source, f))
+            told(source, f)
+
+        self.on_finding = found
         self.watch_factory = watch_factory
         o = plan.objects
         self.watch = PodWatch(self.api, o.namespace, o.selector, str(o.container.get("name")),
@@ -352,12 +365,12 @@ class KubeRollout:
         error = ""
         status = ""
         try:
-            ok = True
-            if o.kernel:
-                ok = self._up(run_serve=False) and self._kernel_test()
+            ok = self._up(run_serve=not o.kernel) and self._preflight()
+            if ok and o.kernel:
+                ok = self._kernel_test()
             if ok and o.what == "serve":
-                ok = (self._up(run_serve=True) and self._ready() and self._smoke()
-                      and self._bench())  # fmt: skip
+                ok = ((not o.kernel or self._up(run_serve=True)) and self._ready()
+                      and self._smoke() and self._bench())  # fmt: skip
                 if ok and o.detach:
                     self.kept = True
                 elif ok:
@@ -450,6 +463,42 @@ class KubeRollout:
             f"{p}: {f.code} {f.title}" for p, f in self.watch.findings if pod in (None, p)
         )
         self._gate(Gate(gate, Status.FAIL, summary, evidence[-8:], code))
+        return False
+
+    # 2b: the read-only node probe inside every pod, as `epdoctor run` does on any node
+    def _preflight(self) -> bool:
+        from epdoctor.checks.base import Context
+        from epdoctor.diagnose import diagnose_many
+        from epdoctor.targets.base import ProbeOptions
+        from epdoctor.targets.kube import KubePodTarget
+
+        o, rp = self.plan.options, self.plan
+        if not o.preflight:
+            return True
+        self._check()
+        container = str(rp.objects.container.get("name"))
+        pods = [p for p in self.api.pods(rp.ns, rp.objects.selector)
+                if not p["metadata"].get("deletionTimestamp")]  # fmt: skip
+        self.on_gate("preflight", "running", f"read-only diagnose inside {len(pods)} pod(s)", None)
+        targets = [KubePodTarget(self.api.session, p, container) for p in pods]
+        diags = diagnose_many(targets, Context(engine=rp.engine), ProbeOptions(timeout_s=60))
+        failing = [(d.result.target.name, f) for d in diags for f in d.result.findings
+                   if f.status is Status.FAIL]  # fmt: skip
+        errors = [str(d.result.error) for d in diags if d.result.error]
+        for name, f in failing:
+            self.on_finding(name, f)
+        ev = tuple([f"{n}: {f.code} {f.title}" for n, f in failing] + errors)
+        if not failing and not errors:
+            self._gate(Gate("preflight", Status.PASS, f"no failing finding in {len(pods)} pod(s)"))
+            return True
+        codes = ", ".join(sorted({f.code for _, f in failing})) or "the probe did not run"
+        if o.force:
+            self._gate(Gate("preflight", Status.WARN, f"--force: going on despite {codes}", ev[:12]))
+            return True
+        self._gate(Gate("preflight", Status.FAIL,
+                        f"{len(failing)} failing finding(s) ({codes}); `epdoctor explain CODE`, "
+                        "or --force to launch anyway", ev[:12],
+                        failing[0][1].code if failing else "K115"))  # fmt: skip
         return False
 
     # 3: kernel test
