@@ -114,6 +114,10 @@ def test_changes_name_fields_by_name_not_position():
     want["spec"]["containers"][0]["env"] = [{"name": "B", "value": "2"}, {"name": "A", "value": "3"}]
     assert ko.changes(live, want) == ["spec.containers[engine].env[A].value: 1 -> 3"]
     assert ko.changes(live, live) == []
+    # a diff never shows a secret's value
+    want["spec"]["containers"][0]["env"].append({"name": "MY_PASSWORD", "value": "hunter2hunter2"})
+    assert "spec.containers[engine].env[MY_PASSWORD]: (value hidden)" in ko.changes(live, want)
+    assert "hunter2" not in " ".join(ko.changes(live, want))
 
 
 # -- preparing ------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -257,10 +258,20 @@ def managers(live: dict[str, Any]) -> str:
 
 
 def changes(live: dict[str, Any], want: dict[str, Any], limit: int = 12) -> list[str]:
-    """``path: old -> new`` for every field applying ``want`` would change in ``live``."""
+    """``path: old -> new`` for every field applying ``want`` would change in ``live``, the
+    values of secret-looking env variables masked and every line through the redactor."""
+    from epdoctor.redact import is_secret_name, redact_text
+
     a, b = _comparable(live), _comparable(want)
     out: list[str] = []
     _diff(a, b, "", out)
+    masked = []
+    for line in out:
+        name = re.search(r"\benv\[([^\]]+)\]", line)
+        if name and is_secret_name(name.group(1)):
+            line = line.split(":", 1)[0] + ": (value hidden)"
+        masked.append(redact_text(line))
+    out = masked
     if len(out) > limit:
         out = [*out[:limit], f"... and {len(out) - limit} more"]
     return out
