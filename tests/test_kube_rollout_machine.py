@@ -111,7 +111,10 @@ def test_changes_name_fields_by_name_not_position():
                                      "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}]}}  # fmt: skip
     want = copy.deepcopy(live)
     want["metadata"]["resourceVersion"] = "8"  # the server's own fields never differ
-    want["spec"]["containers"][0]["env"] = [{"name": "B", "value": "2"}, {"name": "A", "value": "3"}]
+    want["spec"]["containers"][0]["env"] = [
+        {"name": "B", "value": "2"},
+        {"name": "A", "value": "3"},
+    ]
     assert ko.changes(live, want) == ["spec.containers[engine].env[A].value: 1 -> 3"]
     assert ko.changes(live, live) == []
     # a diff never shows a secret's value

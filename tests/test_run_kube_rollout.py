@@ -124,7 +124,10 @@ def pod_processes(ns: str) -> list[int]:
     found = []
     for environ in Path("/proc").glob("[0-9]*/environ"):
         try:
-            if any(v.startswith(f"{POD_MARK}={ns}/".encode()) for v in environ.read_bytes().split(b"\0")):
+            if any(
+                v.startswith(f"{POD_MARK}={ns}/".encode())
+                for v in environ.read_bytes().split(b"\0")
+            ):
                 found.append(int(environ.parent.name))
         except OSError:
             continue
@@ -219,7 +222,9 @@ def test_a_plan_its_own_lint_flags_is_not_applied(cluster, tmp_path):
     p = plan(tmp_path, "lint-refused", image="")  # the plan's placeholder image (B415)
     r = run(cluster, "kernel-test", p, "--yes")
     assert r.returncode == 2
-    assert "does not lint clean" in r.stderr and "B415" in r.stderr and "nothing applied" in r.stderr
+    assert (
+        "does not lint clean" in r.stderr and "B415" in r.stderr and "nothing applied" in r.stderr
+    )
     assert left(cluster, "lint-refused") == {}
 
 
@@ -250,7 +255,9 @@ def test_untolerated_taints_and_missing_gpus_are_named(cluster, tmp_path):
     k106 = [f for f in doc["findings"] if f["code"] == "K106"]
     assert k106, doc["findings"]
     title = k106[0]["title"]
-    assert "insufficient nvidia.com/gpu" in title and "untolerated taint {dedicated: infra}" in title
+    assert (
+        "insufficient nvidia.com/gpu" in title and "untolerated taint {dedicated: infra}" in title
+    )
     gone(cluster, ns)
 
 
@@ -265,7 +272,9 @@ def test_an_image_that_cannot_be_pulled_fails_the_pods_gate(cluster, tmp_path):
     assert "ImagePullBackOff" in pods["summary"]
     assert any(f["code"] == "K107" for f in doc["findings"])
     pane = doc["panes"]["vllm-deepep-0"]
-    assert any(line.startswith("k8s: event Warning Failed") and "not found" in line for line in pane)
+    assert any(
+        line.startswith("k8s: event Warning Failed") and "not found" in line for line in pane
+    )
     gone(cluster, ns)
 
 
@@ -381,7 +390,9 @@ def test_the_sglang_plan_launches_the_same_way_in_another_namespace(cluster, tmp
     sts = cluster.emulator.get("statefulsets", ns, "sglang-deepep", "apps")
     script = sts["spec"]["template"]["spec"]["containers"][0]["command"][2]
     assert f"sglang-deepep-0.sglang-deepep-headless.{ns}.svc.cluster.local" in script
-    env = {e["name"]: e.get("value") for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
+    env = {
+        e["name"]: e.get("value") for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
     assert env["NVSHMEM_LIBFABRIC_PROVIDER"] == "efa" and "NVSHMEM_DISABLE_CUDA_VMM" not in env
     r = epdoctor(cluster, "run", "down", "--plan", p, "-n", ns, "--yes")
     assert r.returncode == 0, r.stdout + r.stderr

@@ -217,7 +217,9 @@ class _Sinks:
         self.board.add(pane, line)
         if self.plain and (line.startswith(KUBE) or style_of(line) or pane in ("smoke", "bench")):
             with self._lock:
-                self.out.print(f"[{pane}] {line[:300]}", markup=False, highlight=False, soft_wrap=True)
+                self.out.print(
+                    f"[{pane}] {line[:300]}", markup=False, highlight=False, soft_wrap=True
+                )
 
     def gate(self, gate: str, state: str, summary: str, code: str | None = None) -> None:
         self.board.set_status(gate, state, summary + (f" ({code})" if code else ""))

@@ -184,7 +184,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _engine(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=ENGINES, help="engine (default: plan, else vllm)")
-    from epdoctor.launch.kube_launch import DefaultURL
+    from epdoctor.launch.http import DefaultURL
 
     p.add_argument(
         "--url",

@@ -11,6 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 
+class DefaultURL(str):
+    """A ``--url`` the operator did not give (the flag's default): a Kubernetes rollout then
+    reaches the engine through the API server instead."""
+
+
 @dataclass(frozen=True)
 class Reply:
     status: int | None  # None: no HTTP answer (refused, timeout)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from epdoctor.launch.http import DefaultURL
 from epdoctor.launch.kube_objects import load_objects, managers, owned, plan_name, plan_namespace
 from epdoctor.launch.kube_rollout import NotEpdoctors, RolloutOptions, RolloutPlan, prepare
 
@@ -25,11 +26,6 @@ class Attach:
     """The plan's pods run already and are not epdoctor's: launch in them as they are."""
 
     note: str
-
-
-class DefaultURL(str):
-    """``--url``'s default: a rollout reaches the engine through the API server unless the
-    operator names a URL."""
 
 
 def is_kube_plan(plan: dict[str, Any]) -> bool:
@@ -90,7 +86,9 @@ def connect(flags: Any, plan: dict[str, Any]) -> Any:
             getattr(flags, "request_timeout", None),
         )
     except TargetError as exc:
-        raise EpdoctorError(f"{getattr(flags, 'plan', 'the plan')} is a Kubernetes plan: {exc}") from exc
+        raise EpdoctorError(
+            f"{getattr(flags, 'plan', 'the plan')} is a Kubernetes plan: {exc}"
+        ) from exc
 
 
 def namespace(flags: Any, plan: dict[str, Any], session: Any) -> str:

@@ -493,7 +493,9 @@ class KubeRollout:
             return True
         codes = ", ".join(sorted({f.code for _, f in failing})) or "the probe did not run"
         if o.force:
-            self._gate(Gate("preflight", Status.WARN, f"--force: going on despite {codes}", ev[:12]))
+            self._gate(
+                Gate("preflight", Status.WARN, f"--force: going on despite {codes}", ev[:12])
+            )
             return True
         self._gate(Gate("preflight", Status.FAIL,
                         f"{len(failing)} failing finding(s) ({codes}); `epdoctor explain CODE`, "

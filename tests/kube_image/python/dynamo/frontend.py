@@ -8,5 +8,16 @@ import sys
 args = sys.argv[1:]
 port = os.environ.get("KUBE_EMULATOR_PORT_8000") or args[args.index("--http-port") + 1]
 delay = os.environ.get("FAKE_DYNAMO_REGISTER_S", "0")
-os.execv(sys.executable, [sys.executable, os.environ["FAKE_ENGINE"], "--port", port,
-                          "--shape", "dynamo", "--endpoints-delay", delay])
+os.execv(
+    sys.executable,
+    [
+        sys.executable,
+        os.environ["FAKE_ENGINE"],
+        "--port",
+        port,
+        "--shape",
+        "dynamo",
+        "--endpoints-delay",
+        delay,
+    ],
+)
