@@ -239,3 +239,27 @@ def test_the_terminal_apps_session_runs_a_kubernetes_plan(cluster, tmp_path):
     assert any(pane == "vllm-deepep-1 kernel test" for pane, _ in lines)
     assert "deleted statefulset/vllm-deepep in namespace tui" in outcome.stopped
     gone(cluster, ns)
+
+
+def test_a_take_down_that_cannot_delete_says_so_and_how(cluster, tmp_path):
+    from epdoctor.launch.kube_rollout import take_down
+
+    ns = "cannot-delete"
+    r, _ = rollout_for(cluster, tmp_path, ns)
+    for obj in ko.phase(r.plan.objects, False):
+        r.api.apply(obj)
+    # a proxy in front of the API server answers the StatefulSet calls with an HTML page
+    cluster.emulator.hostile[rf"/namespaces/{ns}/statefulsets/"] = "html"
+    try:
+        lines = take_down(r.api, r.plan.objects, 5)
+    finally:
+        cluster.emulator.hostile.clear()
+    assert any(line.startswith("could not delete statefulset/vllm-deepep:") and "HTML" in line
+               for line in lines), lines  # fmt: skip
+    assert f"delete them yourself: kubectl -n {ns} delete statefulset/vllm-deepep" in lines
+    assert "deleted service/vllm-deepep in namespace cannot-delete" in lines
+    assert (
+        take_down(r.api, r.plan.objects, 30)[0]
+        == f"deleted statefulset/vllm-deepep in namespace {ns}"
+    )
+    gone(cluster, ns)
