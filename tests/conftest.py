@@ -12,6 +12,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+# tests/kube_image/ is a stand-in image's filesystem (DeepEP's test_*.py among it), not tests
+collect_ignore_glob = ["kube_image/*"]
+
 from sshd_fixture import ssh_lab  # noqa: F401  (a fixture: every module may use it)
 
 
