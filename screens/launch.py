@@ -102,6 +102,13 @@ def prepare(
 
     args = parse_run_flags(what, flags, target_argv)
     doc = runcmd.load_plan(args.plan) if args.plan else (plan.to_json() if plan else {})
+    if what in ("kernel-test", "serve"):  # a Kubernetes plan: epdoctor/launch/kube_launch.py
+        from epdoctor.launch.kube_launch import RolloutPlan, from_flags
+
+        named = any(getattr(args, k, None) for k in runcmd.TARGET_FLAGS)
+        rp = from_flags(args, doc, what, named)
+        if isinstance(rp, RolloutPlan):
+            return Launch(what, rp.lines, args, doc, rp, [])
     if what in ("smoke", "bench"):  # HTTP to the leader: nothing starts on a node
         model = args.model or "the first model of /v1/models"
         if what == "smoke":

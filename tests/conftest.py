@@ -14,6 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sshd_fixture import ssh_lab  # noqa: F401  (a fixture: every module may use it)
 
+# tests/kube_image/ is a stand-in image's filesystem (DeepEP's test_*.py among it), not tests
+collect_ignore_glob = ["kube_image/*"]
+
 
 @pytest.fixture(scope="module")
 def kube_api(tmp_path_factory):

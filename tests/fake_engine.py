@@ -12,6 +12,8 @@ their response shapes, including the broken cases the launch gates must catch.
 --fail-every N       every Nth completion answers HTTP 500
 --degenerate         the reply is one token repeated
 --crash-after S      print a fatal line and exit 1 after S seconds (a dying engine)
+--crash-log FILE     at start, print FILE (a real failing engine log) and exit with --crash-code
+--crash-code N       the exit code of --crash-log (default 1; 139 is a segfault's)
 --all2all-backend B  recorded and reported in /v1/models (the bench --ab arms)
 --latency S          seconds each completion takes
 --log-line TEXT      print TEXT to the log at start (repeatable)
@@ -36,13 +38,15 @@ MODEL = "fake/moe-test"
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
-    p.add_argument("--shape", choices=("vllm", "dynamo"), default="vllm")
+    p.add_argument("--shape", choices=("vllm", "dynamo", "sglang", "tensorrt-llm"), default="vllm")
     p.add_argument("--start-delay", type=float, default=0.0)
     p.add_argument("--endpoints-delay", type=float, default=0.0)
     p.add_argument("--no-usage", action="store_true")
     p.add_argument("--fail-every", type=int, default=0)
     p.add_argument("--degenerate", action="store_true")
     p.add_argument("--crash-after", type=float, default=0.0)
+    p.add_argument("--crash-log")
+    p.add_argument("--crash-code", type=int, default=1)
     p.add_argument("--all2all-backend", default="deepep_v2")
     p.add_argument("--latency", type=float, default=0.0)
     p.add_argument(
@@ -95,6 +99,9 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
                     self._send(200, {"status": "healthy", "endpoints": eps, "instances": []})
                 else:
                     self._send(200, {})
+            elif self.path == "/health_generate" and args.shape in ("sglang", "tensorrt-llm"):
+                # SGLang and trtllm-serve generate one token here
+                self._send(200 if state.registered() else 503, {})
             elif self.path == "/v1/models":
                 data = []
                 if args.shape == "vllm" or state.registered():
@@ -181,6 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     state = State(args)
     for line in args.log_line:
         print(line, flush=True)
+    if args.crash_log:
+        with open(args.crash_log, encoding="utf-8", errors="replace") as f:
+            sys.stdout.write(f.read())
+        sys.stdout.flush()
+        os._exit(args.crash_code)
     if args.crash_after:
 
         def crash() -> None:

@@ -30,6 +30,11 @@ corrected or added:
   (headers and a few bytes of body, then silence until the client gives up),
   ``exec-drop`` (an exec websocket that closes with no frame and no status).
 
+* workloads (tests/kube_workloads.py): server-side apply with field managers and
+  ``dryRun=All``, a StatefulSet controller, a scheduler with FailedScheduling events, a
+  kubelet whose containers are local processes (image pulls, CrashLoopBackOff, readiness
+  probes, deletion), cluster DNS for headless Services and the pods/services proxy.
+
 Everything runs on its own event loop in a background thread, so the
 synchronous kubernetes client and the kubectl binary can talk to it.
 """
@@ -49,16 +54,19 @@ from typing import Any
 import aiohttp
 import aiohttp.web
 import kmock
+from kube_workloads import Image, WorkloadsMixin
+
+__all__ = ["Image", "KubeEmulator", "RunningEmulator", "running", "running_pod"]
 
 V5 = "v5.channel.k8s.io"
 V4 = "v4.channel.k8s.io"
 
 # (group, version, plural, kind, namespaced, subresources) the real server serves.
 RESOURCES = [
-    ("", "v1", "pods", "Pod", True, ("log", "exec", "status")),
+    ("", "v1", "pods", "Pod", True, ("log", "exec", "status", "proxy")),
     ("", "v1", "nodes", "Node", False, ("status",)),
     ("", "v1", "events", "Event", True, ()),
-    ("", "v1", "services", "Service", True, ()),
+    ("", "v1", "services", "Service", True, ("proxy",)),
     ("", "v1", "namespaces", "Namespace", False, ()),
     ("apps", "v1", "statefulsets", "StatefulSet", True, ()),
     ("batch", "v1", "jobs", "Job", True, ()),
@@ -164,11 +172,13 @@ def _field_match(obj: dict[str, Any], selector: str) -> bool:
     return True
 
 
-class KubeEmulator(kmock.KubernetesEmulator):
-    """kmock's emulator with discovery/list fixes, selectors, pod logs and websocket exec."""
+class KubeEmulator(WorkloadsMixin, kmock.KubernetesEmulator):
+    """kmock's emulator with discovery/list fixes, selectors, pod logs, websocket exec and
+    the workloads behind them (tests/kube_workloads.py)."""
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
+        self.init_workloads()
         # Declare the resources so kmock serves fetch/list for them even when empty.
         for g, v, plural, _kind, _ns, _subs in RESOURCES:
             self.resources[kmock.resource(g, v, plural)] = kmock.ResourceInfo()
@@ -214,7 +224,21 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if raw.method == "GET" and path in ("/api/v1", "/apis/apps/v1", "/apis/batch/v1"):
             group = "" if path == "/api/v1" else path.split("/")[2]
             return aiohttp.web.json_response(_discovery(group))
+        proxied = await self.serve_proxy(raw)
+        if proxied is not None:
+            return proxied
         m = _NS_PATH.match(path)
+        if m and m.group("name") and not m.group("sub"):
+            if raw.method == "PATCH" and raw.content_type.startswith("application/apply-patch"):
+                group = m.group("g") or ""
+                return await self.serve_apply(raw, group, m.group("plural"), m.group("ns"), m.group("name"))
+            if raw.method == "DELETE" and m.group("plural") == "pods":
+                pod = self.get("pods", m.group("ns"), m.group("name"))
+                if pod is None:
+                    return self._status(404, "NotFound", f'pods "{m.group("name")}" not found')
+                if pod["metadata"].get("uid") in self._managed:
+                    self._delete_pod(m.group("ns"), m.group("name"))
+                    return aiohttp.web.json_response(self.get("pods", m.group("ns"), m.group("name")) or pod)
         if m and m.group("plural") == "pods" and m.group("sub") == "exec":
             return await self._exec(raw, m.group("ns"), m.group("name"))
         if m and m.group("plural") == "pods" and m.group("sub") == "log" and raw.method == "GET":
@@ -310,6 +334,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
         container = raw.query.get("container") or containers[0]
         previous = raw.query.get("previous") in ("true", "1")
         key = (ns, name, container, previous)
+        waiting = self._waiting_reason(pod, container)
+        if waiting and not previous and not self.logs.get(key):
+            msg = f'container "{container}" in pod "{name}" is waiting to start: {waiting}'
+            return self._status(400, "BadRequest", msg)
         if key not in self.logs:
             if previous:
                 msg = f'previous terminated container "{container}" in pod "{name}" not found'
@@ -332,14 +360,21 @@ class KubeEmulator(kmock.KubernetesEmulator):
         containers = [c["name"] for c in pod["spec"]["containers"]]
         container = raw.query.get("container") or containers[0]
         key = (ns, name, container, raw.query.get("previous") in ("true", "1"))
+        waiting = self._waiting_reason(pod, container)
+        if waiting and not key[3] and not self.logs.get(key):
+            msg = f'container "{container}" in pod "{name}" is waiting to start: {waiting}'
+            return self._status(400, "BadRequest", msg)
         resp = aiohttp.web.StreamResponse(headers={"Content-Type": "text/plain"})
         resp.enable_chunked_encoding()
         await resp.prepare(raw)
         self.log_followers[key] = self.log_followers.get(key, 0) + 1
         sent = 0
+        generation = self.log_generation.get(key, 0)  # a restarted container is a new log
         try:
             while True:
                 text = self.logs.get(key, "")
+                if self.log_generation.get(key, 0) != generation:
+                    break
                 if len(text) > sent:
                     await resp.write(text[sent:].encode())
                     sent = len(text)
@@ -355,6 +390,13 @@ class KubeEmulator(kmock.KubernetesEmulator):
         finally:
             self.log_followers[key] -= 1
         return resp
+
+    @staticmethod
+    def _waiting_reason(pod: dict[str, Any], container: str) -> str:
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            if cs.get("name") == container and not cs.get("restartCount"):
+                return str(((cs.get("state") or {}).get("waiting") or {}).get("reason") or "")
+        return ""
 
     # -- Job controller + kubelet, for the node Job mode ---------------------------------------
 
@@ -443,13 +485,15 @@ class KubeEmulator(kmock.KubernetesEmulator):
                                 "container": raw.query.get("container")})  # fmt: skip
         ws = aiohttp.web.WebSocketResponse(protocols=self.exec_protocols, max_msg_size=0)
         await ws.prepare(raw)
+        argv, pod_env, cwd = self.exec_setup(ns, name, command)
         try:
             proc = await asyncio.create_subprocess_exec(
-                *command,
+                *argv,
                 stdin=asyncio.subprocess.PIPE if use_stdin else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                env={**os.environ, **self.exec_env},
+                env=pod_env if pod_env is not None else {**os.environ, **self.exec_env},
+                cwd=cwd,
             )
         except OSError as exc:
             # What the kubelet answers when the executable is missing in the container.
@@ -511,6 +555,7 @@ class RunningEmulator:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.url = ""
         self.kubeconfig = tmp / "kubeconfig"
+        self.emulator.workdir = tmp
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -520,8 +565,10 @@ class RunningEmulator:
         self._stop = asyncio.Event()
         async with self.emulator, kmock.Server(self.emulator) as server:
             self.url = str(server.url).rstrip("/")
+            self.emulator.start_controllers()
             self._ready.set()
             await self._stop.wait()
+            await self.emulator.stop_workloads()
 
     def start(self) -> RunningEmulator:
         self._thread.start()
@@ -538,6 +585,14 @@ class RunningEmulator:
     def put(self, *objs: dict[str, Any]) -> None:
         for obj in objs:
             asyncio.run_coroutine_threadsafe(_put(self.emulator, obj), self.loop).result(5)
+
+    def call(self, fn: Any, *args: Any) -> Any:
+        """Run ``fn(*args)`` on the emulator's loop (its objects change only there)."""
+
+        async def run() -> Any:
+            return fn(*args)
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(10)
 
     def append_log(self, key: tuple[str, str, str, bool], text: str, end: bool = False) -> None:
         """A container writes ``text`` (and ends, with ``end``), on the emulator's loop."""

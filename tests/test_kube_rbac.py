@@ -1,4 +1,6 @@
 """docs/rbac/ grants exactly what diagnose asks of the API server, and nothing to write.
+(docs/rbac/rollout.yaml, for `epdoctor run --plan` on a Kubernetes plan, is checked the same way
+in tests/test_run_kube_rollout.py.)
 
 The requests are the ones the real client sent to the emulator during real
 diagnose runs (pods, a crash-looping pod, the node Job mode); each is mapped
@@ -20,7 +22,7 @@ RBAC = Path(__file__).resolve().parent.parent / "docs" / "rbac"
 WRITE = {"create", "update", "patch", "delete", "deletecollection", "*"}
 _PATH = re.compile(
     r"^/(?:api/v1|apis/(?P<g>[a-z.]+)/v1)(?:/namespaces/[^/]+)?/(?P<res>[a-z]+)"
-    r"(?:/(?P<name>[^/?]+))?(?:/(?P<sub>[a-z]+))?(?:\?.*)?$"
+    r"(?:/(?P<name>[^/?]+))?(?:/(?P<sub>[a-z]+)(?P<proxied>/[^?]*)?)?(?:\?.*)?$"
 )
 
 
@@ -47,6 +49,8 @@ def asked(seen: list[str]) -> set[tuple[str, str, str]]:
             continue  # discovery (/api, /apis, /version): allowed to every user
         group = m.group("g") or ""
         res = m.group("res") + (f"/{m.group('sub')}" if m.group("sub") else "")
+        if m.group("proxied") and m.group("sub") != "proxy":
+            continue  # not an API path this mapping knows
         if m.group("sub") == "exec":
             verb = "create"
         elif method == "GET":

@@ -86,6 +86,25 @@ def test_dynamo_health_200_with_empty_endpoints_is_not_ready(engine):
     assert g.status is Status.FAIL and g.code == "E701"
 
 
+@pytest.mark.parametrize("shape", ["sglang", "tensorrt-llm"])
+def test_sglang_and_trtllm_are_ready_only_once_they_generate(engine, shape):
+    # /health and /v1/models answer while the engine cannot generate yet (SGLang's /health is
+    # also a stand-in on its non-leader nodes): /health_generate makes one token
+    e = engine("--shape", shape, "--endpoints-delay", "1.5", wait=False)
+    deadline = time.monotonic() + 20
+    while request(e.url + "/health").status is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert request(e.url + "/health_generate").status == 503
+    p = readiness.probe_once(e.url, shape)
+    assert not p.ready and p.stage in ("models", "generate"), p
+    g = readiness.wait_ready(e.url, shape, 15, poll_s=0.1)
+    assert g.status is Status.PASS, g
+    # vLLM has no /health_generate: its readiness never asks for it
+    v = engine("--shape", "vllm")
+    assert request(v.url + "/health_generate").status == 404
+    assert readiness.probe_once(v.url, "vllm").ready
+
+
 def test_dynamo_ready_once_endpoints_register(engine):
     e = engine("--shape", "dynamo", "--endpoints-delay", "1.0", wait=False)
     g = readiness.wait_ready(e.url, "dynamo", 15, poll_s=0.1)

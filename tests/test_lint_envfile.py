@@ -48,6 +48,30 @@ def test_dead_knob_and_wrong_provider_in_env_file(tmp_path):
     assert ("setup/transport.env", 3, "C102") in got
 
 
+def test_nvshmem_provider_is_matched_case_sensitively(tmp_path):
+    # NVSHMEM's libfabric transport strcmp()s NVSHMEM_LIBFABRIC_PROVIDER with verbs/cxi/efa:
+    # "EFA" is an invalid persona, "verbs" is not EFA, "efa" is the one that works.
+    from epdoctor.checks.env import env_findings
+    from epdoctor.model import Status
+
+    def n512(value: str):
+        env = {"NVSHMEM_REMOTE_TRANSPORT": "libfabric", "NVSHMEM_LIBFABRIC_PROVIDER": value}
+        return [(f.status, f.title) for f in env_findings(env) if f.code == "N512"]
+
+    ((st, title),) = n512("efa")
+    assert st is Status.PASS
+    ((st, title),) = n512("EFA")
+    assert st is Status.FAIL and "case-sensitively" in title
+    ((st, title),) = n512("verbs")
+    assert st is Status.FAIL and "will not use EFA" in title
+    assert not [f for f in env_findings({"NCCL_GIN_TYPE": "2"}) if f.code == "N512"]
+    got = lint(
+        tmp_path,
+        {"nvshmem.env": "NVSHMEM_REMOTE_TRANSPORT=libfabric\nNVSHMEM_LIBFABRIC_PROVIDER=EFA\n"},
+    )
+    assert ("nvshmem.env", 2, "N512") in got
+
+
 def test_clean_contract_is_quiet(tmp_path):
     env = (
         "NCCL_GIN_TYPE=2\nNCCL_GIN_ENABLE=1\nFI_PROVIDER=efa\nNCCL_SOCKET_IFNAME=^docker,lo,veth\n"

@@ -1,7 +1,8 @@
 """`epdoctor run --plan PLAN` launches where the plan says: a Kubernetes plan's pods (through
 the real kubernetes client against tests/kube_emulator.py, whose exec runs the command as a
 local process), never this host in their place; a plan for several bare nodes is refused
-with the flag to pass."""
+with the flag to pass. Here the plan's pods exist and epdoctor did not apply them (or
+--attach says to use what is there): the launch runs in them as they are."""
 
 from __future__ import annotations
 
@@ -93,9 +94,11 @@ def test_target_flags_win_over_the_plans_pods(cluster, tmp_path, capsys):
 
 
 def test_plan_pods_not_there_is_one_line_naming_them(cluster, tmp_path, capsys):
+    # --attach: run in the plan's pods as they are (without it, the plan is applied first:
+    # tests/test_run_kube_rollout.py)
     plan = _plan(tmp_path, capsys, "-n", "empty")
     rc = main(["run", "kernel-test", "--plan", plan, "--kubeconfig", str(cluster.kubeconfig),
-               "--dry-run", "--no-preflight"])  # fmt: skip
+               "--attach", "--dry-run", "--no-preflight"])  # fmt: skip
     out = capsys.readouterr()
     assert rc == 2
     lines = out.err.strip().splitlines()

@@ -51,6 +51,7 @@ def env_findings(
     out += _gin(env, ctx, nccl_version, where)
     out += _socket_ifname(env, where)
     out += _reuse_comm(env, engines, where)
+    out += _nvshmem_provider(env, where)
     return out
 
 
@@ -176,6 +177,24 @@ def _socket_ifname(env: Mapping[str, str], where: str) -> list[Finding]:
     ]
 
 
+def _nvshmem_provider(env: Mapping[str, str], where: str) -> list[Finding]:
+    # NVSHMEM's libfabric transport strcmp()s the value against "verbs", "cxi" and "efa":
+    # anything else (also "EFA") is an invalid persona and the transport never starts.
+    val = env.get("NVSHMEM_LIBFABRIC_PROVIDER")
+    if val is None:
+        return []
+    ev = [f"{where}: NVSHMEM_LIBFABRIC_PROVIDER={val}"]
+    if val == "efa":
+        return [finding("N512", Status.PASS, "NVSHMEM_LIBFABRIC_PROVIDER=efa", ev)]
+    title = (
+        f"NVSHMEM_LIBFABRIC_PROVIDER={val}: NVSHMEM matches the provider case-sensitively, "
+        "only 'efa' selects EFA"
+        if val.strip().lower() == "efa"
+        else f"NVSHMEM_LIBFABRIC_PROVIDER={val}: NVSHMEM's libfabric transport will not use EFA"
+    )
+    return [finding("N512", Status.FAIL, title, ev)]
+
+
 def _reuse_comm(env: Mapping[str, str], engines: set[str], where: str) -> list[Finding]:
     if not engines & {"vllm", "dynamo"}:
         return []
@@ -196,6 +215,7 @@ def _reuse_comm(env: Mapping[str, str], engines: set[str], where: str) -> list[F
     "C107",
     "C111",
     "D101",
+    "N512",
     "T101",
     "T102",
     "T103",

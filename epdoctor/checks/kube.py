@@ -23,6 +23,12 @@ _SEGV_LOG = re.compile(
 )
 _IMAGE_PULL = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 _INSUFFICIENT = re.compile(r"Insufficient ([A-Za-z0-9./_-]+)")
+# The scheduler's other reasons, as kube-scheduler words them in FailedScheduling events.
+_OTHER_REASONS = (
+    re.compile(r"untolerated taint \{[^}]*\}"),
+    re.compile(r"didn't match Pod's node affinity/selector"),
+    re.compile(r"didn't match pod anti-affinity rules"),
+)
 
 
 def _status(pod: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -123,11 +129,15 @@ def scheduling(facts: Mapping[str, Any], ctx: Context) -> Iterator[Finding]:
             "K105", Status.FAIL, evidence=lines + _requests(pod, ["vpc.amazonaws.com/efa"])
         )
     if not huge and "vpc.amazonaws.com/efa" not in missing:
+        others = sorted(
+            {m.group(0) for e in failed for rx in _OTHER_REASONS
+             for m in [rx.search(e.get("message") or "")] if m}
+        )  # fmt: skip
+        reasons = [f"insufficient {m}" for m in sorted(missing)] + others
         yield finding(
             "K106",
             Status.FAIL,
-            title="pod cannot be scheduled: "
-            + (", ".join(f"insufficient {m}" for m in sorted(missing)) or "see the event"),
+            title="pod cannot be scheduled: " + (", ".join(reasons) or "see the event"),
             evidence=lines,
         )
 

@@ -28,6 +28,9 @@ ENGINES = ("vllm", "dynamo", "tensorrt-llm", "sglang")
 
 
 def register(parser: argparse.ArgumentParser) -> None:
+    # a Kubernetes plan: apply, watch, gate, tear down (the flags of its rollout, `run down`)
+    from epdoctor.commands import _run_kube as run_kube
+
     sub = parser.add_subparsers(dest="what", metavar="WHAT")
     kt = sub.add_parser(
         "kernel-test",
@@ -102,6 +105,7 @@ def register(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run the built-in test on node pairs and half-splits; report outliers",
     )
+    run_kube.add_arguments(kt, "kernel-test")
 
     sv = sub.add_parser(
         "serve",
@@ -113,6 +117,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     sv.add_argument("--cmd", help="leader command (default: the plan's)")
     sv.add_argument("--worker-cmd", default=None, help="worker command (default: the plan's)")
     sv.add_argument("--startup-budget", type=float, default=1800.0, metavar="S")
+    run_kube.add_arguments(sv, "serve")
 
     sm = sub.add_parser(
         "smoke",
@@ -146,6 +151,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     bn.add_argument("--cmd", help="serve command for --ab (default: the plan's leader command)")
     bn.add_argument("--startup-budget", type=float, default=1800.0, metavar="S")
     bn.add_argument("-o", "--output", metavar="DIR", help="write bench.json and bench.csv here")
+    run_kube.register_down(sub)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -178,7 +184,13 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _engine(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=ENGINES, help="engine (default: plan, else vllm)")
-    p.add_argument("--url", default="http://127.0.0.1:8000", help="the leader's HTTP address")
+    from epdoctor.launch.http import DefaultURL
+
+    p.add_argument(
+        "--url",
+        default=DefaultURL("http://127.0.0.1:8000"),
+        help="the leader's HTTP address (a Kubernetes plan: through the API server unless given)",
+    )
 
 
 # --------------------------------------------------------------------------- helpers
@@ -302,7 +314,8 @@ def plan_pods(args: argparse.Namespace, name: str, namespace: str, count: int) -
         return [kube.KubePodTarget(session, p, container) for p in found]
     except TargetError as exc:
         hint = (
-            "apply the plan's manifest first, or name the pods with --pod / -l"
+            "apply the plan first (without --attach, `epdoctor run` applies it), or name the "
+            "pods with --pod / -l"
             if "not found" in str(exc)
             else "or name where to run with --pod, -l or --ssh"
         )
@@ -539,16 +552,18 @@ def stopping(
 # --------------------------------------------------------------------------- kernel test
 def run(args: argparse.Namespace) -> int:
     from epdoctor import exitcodes
+    from epdoctor.commands._run_kube import run_down
 
     what = getattr(args, "what", None)
     if what is None:
-        print("epdoctor run: choose one of kernel-test, serve, smoke, bench", file=sys.stderr)
+        print("epdoctor run: choose one of kernel-test, serve, smoke, bench, down", file=sys.stderr)
         return exitcodes.ERROR
     fn = {
         "kernel-test": run_kernel_test,
         "serve": run_serve,
         "smoke": run_smoke,
         "bench": run_bench,
+        "down": run_down,
     }[what]
     from epdoctor.launch.guard import stop_on_signals
     from epdoctor.launch.launcher import LaunchError
@@ -617,6 +632,8 @@ def run_kernel_test(args: argparse.Namespace) -> int:
             out.print(f"[red]cannot re-gate {args.regate}: {exc}[/red]")
             return exitcodes.ERROR
     plan = load_plan(args.plan)
+    if (code := _kube_plan(args, plan, "kernel-test")) is not None:
+        return code
     nodes = nodes_from_args(args, plan)
     if args.isolate:
         return run_isolate(args, out, plan, nodes)
@@ -672,6 +689,14 @@ def _show_kernel_report(out: Out, report: Any, failed_early: bool) -> int:
             out.print(f"[bold red]cause:[/bold red] {_esc(start.summary)} ({start.code})")
         out.print(f"kernel test: {_verdict(report.status.value)}")
     return exit_for(report.status)
+
+
+def _kube_plan(args: argparse.Namespace, plan: dict[str, Any], what: str) -> int | None:
+    """The one place a Kubernetes plan goes to its rollout (epdoctor/commands/_run_kube.py):
+    its exit code, or None when the launch runs in pods that are there already."""
+    from epdoctor.commands._run_kube import maybe_rollout
+
+    return maybe_rollout(args, plan, what)
 
 
 def _first_address(nodes: list[Any]) -> str:
@@ -918,6 +943,8 @@ def run_serve(args: argparse.Namespace) -> int:
 
     out = Out(args)
     plan = load_plan(args.plan)
+    if (code := _kube_plan(args, plan, "serve")) is not None:
+        return code
     nodes = nodes_from_args(args, plan)
     cfg = serve_config(args, plan, nodes)
     code = confirm(args, out, describe(cfg), f"serving ({cfg.engine})")

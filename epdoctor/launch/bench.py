@@ -25,7 +25,7 @@ from typing import Any
 
 from epdoctor.checks.registry import detector
 from epdoctor.launch.gates import Gate
-from epdoctor.launch.http import Reply, request
+from epdoctor.launch.http import Fetch, Reply, http_fetch
 from epdoctor.model import Status
 
 BASE_PROMPT = (
@@ -198,11 +198,15 @@ Send = Callable[[str], Reply]
 
 
 def http_sender(base_url: str, model: str, max_tokens: int, timeout_s: float) -> Send:
-    url = base_url.rstrip("/") + "/v1/chat/completions"
+    return fetch_sender(http_fetch(base_url), model, max_tokens, timeout_s)
+
+
+def fetch_sender(fetch: Fetch, model: str, max_tokens: int, timeout_s: float) -> Send:
+    """Requests of the sweep through ``fetch`` (HTTP, or the API server's proxy)."""
 
     def send(prompt: str) -> Reply:
-        return request(
-            url,
+        return fetch(
+            "/v1/chat/completions",
             {
                 "model": model,
                 "max_tokens": max_tokens,
@@ -210,7 +214,7 @@ def http_sender(base_url: str, model: str, max_tokens: int, timeout_s: float) ->
                 "ignore_eos": True,
                 "messages": [{"role": "user", "content": prompt}],
             },
-            timeout_s=timeout_s,
+            timeout_s,
         )
 
     return send

@@ -6,8 +6,14 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+
+class DefaultURL(str):
+    """A ``--url`` the operator did not give (the flag's default): a Kubernetes rollout then
+    reaches the engine through the API server instead."""
 
 
 @dataclass(frozen=True)
@@ -47,3 +53,29 @@ def request(url: str, payload: dict[str, Any] | None = None, timeout_s: float = 
     except ValueError:
         body = text
     return Reply(status, body, elapsed)
+
+
+# How a launch reaches the engine: (path, JSON payload or None for GET, timeout) -> Reply.
+# Directly over HTTP (http_fetch), or through the Kubernetes API server's proxy to a pod.
+Fetch = Callable[[str, "dict[str, Any] | None", float], Reply]
+
+
+def http_fetch(base_url: str) -> Fetch:
+    base = base_url.rstrip("/")
+
+    def fetch(path: str, payload: dict[str, Any] | None = None, timeout_s: float = 10.0) -> Reply:
+        return request(base + path, payload, timeout_s=timeout_s)
+
+    return fetch
+
+
+def json_reply(status: int | None, raw: bytes, elapsed_s: float, error: str = "") -> Reply:
+    """A Reply from a status and raw body (the body parsed as JSON where it is)."""
+    if status is None:
+        return Reply(None, None, elapsed_s, error)
+    text = raw.decode("utf-8", "replace")
+    try:
+        body: Any = json.loads(text) if text.strip() else None
+    except ValueError:
+        body = text
+    return Reply(status, body, elapsed_s)

@@ -7,6 +7,8 @@
   seeds' run-kernel-test.sh runs it.
 * trtllm: probes/trtllm_nccl_ep_probe.py, the TensorRT-LLM NcclEP probe of
   CommunicationFactory.create_strategy(), one process per GPU.
+* plan: the plan's own kernel test, one command per node given whole in ``specs`` (the
+  Kubernetes rollout runs it in every pod of the plan's StatefulSet), gated like deepep.
 
 Every kind is gated on every node's exit code and on the network NCCL used on
 every rank (gates.py); the built-in and TensorRT-LLM kinds also on their
@@ -50,7 +52,7 @@ from epdoctor.launch.launcher import Group, LocalNode, Node, ProcSpec
 from epdoctor.launch.streams import Chunk, Follower, LineSplitter, WatchedDir, rank_of_line
 from epdoctor.model import Finding, Status
 
-KINDS = ("builtin", "deepep", "trtllm")
+KINDS = ("builtin", "deepep", "trtllm", "plan")
 PROBE_FILES = {
     "builtin": ("ep_kernel_test.py", "ep_routing.py"),
     "trtllm": ("trtllm_nccl_ep_probe.py", "ep_routing.py"),
@@ -75,6 +77,7 @@ class KernelTestConfig:
     timeout_s: float = 900.0
     counters: bool = True
     backend: str = "nccl"  # builtin only: gloo runs the same exchange on CPU, without NCCL
+    specs: list[ProcSpec] = field(default_factory=list)  # plan only: one command per node
 
     @property
     def world(self) -> int:
@@ -89,6 +92,10 @@ def build_specs(cfg: KernelTestConfig) -> list[ProcSpec]:
     """One command per node; the exact argv shown before anything starts."""
     if cfg.kind not in KINDS:
         raise ValueError(f"unknown kernel-test kind {cfg.kind}")
+    if cfg.kind == "plan":
+        if len(cfg.specs) != len(cfg.nodes):
+            raise ValueError("a plan kernel test needs one command per node")
+        return list(cfg.specs)
     specs = []
     nnodes = len(cfg.nodes)
     for i, node in enumerate(cfg.nodes):

@@ -1,10 +1,18 @@
 """Readiness as each engine really signals it.
 
-* vLLM (and TensorRT-LLM, SGLang): GET /health 200, then GET /v1/models lists
-  at least one model.
+* vLLM: GET /health 200, then GET /v1/models lists at least one model.
 * Dynamo: GET /health 200 AND a non-empty ``endpoints`` array; dynamo.frontend
   answers 200 as soon as its HTTP server binds, before any engine registered
-  (seed 002, "why /health alone lies"), so the status code alone is not ready.
+  (the Dynamo reference recipe's "why /health alone lies"), so the status code alone is not
+  ready; then /v1/models.
+* TensorRT-LLM (trtllm-serve) and SGLang: GET /health 200 (SGLang answers 503 while its
+  server is starting; trtllm-serve 503 once its executor hit a fatal error), /v1/models, then
+  GET /health_generate 200: both generate one token there, which /health does not. SGLang's
+  non-leader nodes serve a stand-in /health that is always 200, so only the leader is probed.
+  A server without /health_generate (404) is judged on the first two.
+
+``fetch`` says how the engine is reached: directly over HTTP, or through the Kubernetes API
+server's proxy to the leader pod (epdoctor/launch/http.py ``Fetch``).
 """
 
 from __future__ import annotations
@@ -15,10 +23,11 @@ from dataclasses import dataclass, field
 
 from epdoctor.checks.registry import detector
 from epdoctor.launch.gates import Gate
-from epdoctor.launch.http import request
+from epdoctor.launch.http import Fetch, http_fetch
 from epdoctor.model import Status
 
 ENGINES = ("vllm", "dynamo", "tensorrt-llm", "sglang")
+GENERATES_ON_HEALTH = ("tensorrt-llm", "sglang")  # engines with /health_generate
 
 
 @dataclass
@@ -31,9 +40,11 @@ class Probe:
     models: list[str] = field(default_factory=list)
 
 
-def probe_once(base_url: str, engine: str, timeout_s: float = 5.0) -> Probe:
-    base = base_url.rstrip("/")
-    h = request(base + "/health", timeout_s=timeout_s)
+def probe_once(
+    base_url: str, engine: str, timeout_s: float = 5.0, fetch: Fetch | None = None
+) -> Probe:
+    get = fetch or http_fetch(base_url)
+    h = get("/health", None, timeout_s)
     if h.status is None:
         return Probe(False, "connect", h.error)
     if h.status != 200:
@@ -46,12 +57,18 @@ def probe_once(base_url: str, engine: str, timeout_s: float = 5.0) -> Probe:
                 "endpoints",
                 "/health 200 but the endpoints array is empty: no engine registered yet",
             )
-    m = request(base + "/v1/models", timeout_s=timeout_s)
+    m = get("/v1/models", None, timeout_s)
     if m.status != 200:
         return Probe(False, "models", f"/v1/models answered {m.status or m.error}")
     ids = [str(d.get("id")) for d in (m.json.get("data") or []) if isinstance(d, dict)]
     if not ids:
         return Probe(False, "models", "/v1/models lists no model")
+    if engine in GENERATES_ON_HEALTH:
+        g = get("/health_generate", None, max(timeout_s, 30.0))
+        if g.status not in (200, 404):
+            return Probe(
+                False, "generate", f"/health_generate answered {g.status or g.error}", ids
+            )
     return Probe(True, "ready", f"serving {', '.join(ids)}", ids)
 
 
@@ -64,6 +81,7 @@ class Waiter:
     budget_s: float
     poll_s: float = 2.0
     t0: float = field(default_factory=time.monotonic)
+    fetch: Fetch | None = None  # None: HTTP to base_url
     last: Probe | None = None
     _next: float = 0.0
     health_ok_since: float | None = None
@@ -73,8 +91,10 @@ class Waiter:
         if now < self._next:
             return self.last
         self._next = now + self.poll_s
-        self.last = probe_once(self.base_url, self.engine)
-        if self.last.stage in ("endpoints", "models", "ready") and self.health_ok_since is None:
+        self.last = probe_once(self.base_url, self.engine, fetch=self.fetch)
+        if self.last.stage in ("endpoints", "models", "generate", "ready") and (
+            self.health_ok_since is None
+        ):
             self.health_ok_since = now
         return self.last
 

@@ -47,13 +47,15 @@ class Launch:
 
     @property
     def where(self) -> str:
+        if _is_rollout(self.cfg):
+            return f"Kubernetes namespace {self.cfg.ns}"
         if self.what in ("smoke", "bench"):
             return str(getattr(self.args, "url", "") or "the leader")
         return where(self.nodes)
 
     @property
     def remote(self) -> bool:
-        return any(not isinstance(n, LocalNode) for n in self.nodes)
+        return _is_rollout(self.cfg) or any(not isinstance(n, LocalNode) for n in self.nodes)
 
     def node_of(self, pane: str) -> str | None:
         """The node a pane's lines come from, when the launch reaches beyond this host."""
@@ -82,6 +84,12 @@ class Outcome:
     gates: list[Any] = field(default_factory=list)  # epdoctor.launch.gates.Gate
     stopped: list[str] = field(default_factory=list)  # what stopping did, for the operator
     error: str = ""
+
+
+def _is_rollout(cfg: Any) -> bool:
+    from epdoctor.launch.kube_rollout import RolloutPlan
+
+    return isinstance(cfg, RolloutPlan)
 
 
 class Session:
@@ -145,6 +153,8 @@ class Session:
     def run(self) -> Outcome:
         what = self.launch.what
         try:
+            if _is_rollout(self.launch.cfg):  # a Kubernetes plan: epdoctor/launch/kube_rollout.py
+                return self._rollout()
             return {
                 "kernel-test": self._kernel_test,
                 "serve": self._serve,
@@ -165,6 +175,19 @@ class Session:
 
     def _interrupted(self) -> Outcome:
         return Outcome(self.launch.what, "interrupted", [], self._stop_run())
+
+    def _rollout(self) -> Outcome:
+        from epdoctor.launch.kube_rollout import KubeRollout
+
+        plan = self.launch.cfg
+        rollout = KubeRollout(plan, None, self.on_line, self.on_gate, self.on_finding,
+                              self.watch_factory)  # fmt: skip
+        try:
+            if not self._attach(rollout):  # stop() reaches rollout.stop(): it deletes
+                return self._interrupted()
+            return rollout.run()
+        finally:
+            plan.api.session.close()
 
     def _kernel_test(self) -> Outcome:
         from epdoctor.launch.kernel_test import KernelTestRun

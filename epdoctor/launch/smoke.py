@@ -12,7 +12,7 @@ from typing import Any
 
 from epdoctor.checks.registry import detector
 from epdoctor.launch.gates import Gate
-from epdoctor.launch.http import Reply, request
+from epdoctor.launch.http import Fetch, Reply, http_fetch
 from epdoctor.model import Status
 
 PROMPT = "In one sentence, what is expert parallelism in a Mixture-of-Experts model?"
@@ -101,17 +101,19 @@ def judge(r: Reply) -> SmokeResult:
     )
 
 
-def smoke(base_url: str, model: str, max_tokens: int = 64, timeout_s: float = 300.0) -> SmokeResult:
-    r = request(
-        base_url.rstrip("/") + "/v1/chat/completions",
-        payload(model, max_tokens),
-        timeout_s=timeout_s,
-    )
-    return judge(r)
+def smoke(
+    base_url: str,
+    model: str,
+    max_tokens: int = 64,
+    timeout_s: float = 300.0,
+    fetch: Fetch | None = None,
+) -> SmokeResult:
+    post = fetch or http_fetch(base_url)
+    return judge(post("/v1/chat/completions", payload(model, max_tokens), timeout_s))
 
 
-def first_model(base_url: str) -> str | None:
-    m = request(base_url.rstrip("/") + "/v1/models", timeout_s=10)
+def first_model(base_url: str, fetch: Fetch | None = None) -> str | None:
+    m = (fetch or http_fetch(base_url))("/v1/models", None, 10)
     data = m.json.get("data") if m.status == 200 else None
     if isinstance(data, list) and data and isinstance(data[0], dict):
         return str(data[0].get("id"))

@@ -76,20 +76,33 @@ def serve_commands(
         # Every node serves its own EP group: trtllm-serve does not span nodes here (E502).
         return serve, serve if nodes > 1 else ""
     if engine == "sglang":
+        # The SGLang DeepEP sample's colocated serve: TP = EP = every GPU, DeepEP picking its
+        # kernels per batch (auto), the radix cache off so benchmark prompts are prefilled.
         serve = " ".join(
             ["python3", "-m", "sglang.launch_server", "--model-path", m, "--trust-remote-code",
-             "--host", "0.0.0.0", "--port", str(PORT), "--tp", str(world), "--dp", str(world),
-             "--enable-dp-attention", "--moe-a2a-backend", "deepep",
+             "--tp-size", str(world), "--ep-size", str(world),
+             "--moe-a2a-backend", "deepep", "--deepep-mode", "auto",
              "--nnodes", str(nodes), "--node-rank", '"$NODE_RANK"',
-             "--dist-init-addr", f'"$LEADER_ADDR:{SGLANG_DIST_PORT}"']
+             "--dist-init-addr", f'"$LEADER_ADDR:{SGLANG_DIST_PORT}"',
+             "--host", "0.0.0.0", "--port", str(PORT),
+             "--disable-radix-cache", "--mem-fraction-static", "0.85"]
         )  # fmt: skip
         return serve, serve if nodes > 1 else ""
     raise ValueError(engine)
 
 
+KERNEL_LOG = "/tmp/epdoctor-kernel-test.log"
+
+
 def kernel_test_command(engine: str, nodes: int, gpus: int, world: int, experts: int) -> str:
     """One process per node; passes only on exit 0 AND the efa-direct banner."""
-    log = "/tmp/epdoctor-kernel-test.log"
+    run = kernel_run_command(engine, nodes, gpus, world, experts)
+    banner = "" if nodes == 1 else f" && grep -q {shlex.quote(BANNER)} {KERNEL_LOG}"
+    return f"{run} > {KERNEL_LOG} 2>&1{banner}"
+
+
+def kernel_run_command(engine: str, nodes: int, gpus: int, world: int, experts: int) -> str:
+    """The kernel test itself on one node (NODE_RANK and LEADER_ADDR set), output on stdout."""
     if engine in ("vllm", "dynamo"):
         run = (
             f'MASTER_ADDR="$LEADER_ADDR" MASTER_PORT={DEEPEP_TEST_PORT} WORLD_SIZE={nodes} '
@@ -97,9 +110,13 @@ def kernel_test_command(engine: str, nodes: int, gpus: int, world: int, experts:
             f"--num-processes {gpus} --num-experts {experts}"
         )
     elif engine == "sglang":
+        # The sample's run-kernel-test.sh internode: WORLD_SIZE is the node count, the test
+        # spawns one process per GPU, CUDA VMM off for the normal kernels it runs.
         run = (
+            f"cd {DEEPEP_ROOT} && "
             f'MASTER_ADDR="$LEADER_ADDR" MASTER_PORT={DEEPEP_TEST_PORT} WORLD_SIZE={nodes} '
-            f'RANK="$NODE_RANK" NCCL_DEBUG=INFO python3 {DEEPEP_ROOT}/tests/test_internode.py'
+            f'RANK="$NODE_RANK" NVSHMEM_DISABLE_CUDA_VMM=1 NCCL_DEBUG=INFO '
+            f"python3 tests/test_internode.py --num-processes {gpus}"
         )
     else:
         run = (
@@ -107,8 +124,7 @@ def kernel_test_command(engine: str, nodes: int, gpus: int, world: int, experts:
             f'--node-rank "$NODE_RANK" --master-addr "$LEADER_ADDR" --master-port {TORCH_PORT} '
             f"{NCCL_EP_PROBE}"
         )
-    banner = "" if nodes == 1 else f" && grep -q {shlex.quote(BANNER)} {log}"
-    return f"{run} > {log} 2>&1{banner}"
+    return run
 
 
 def smoke_command(model: str, served_name: str | None = None) -> str:
@@ -140,11 +156,11 @@ def commands(
     engine: str, model: str, world: int, gpus: int, nodes: int, mode: str, experts: int | None
 ) -> Commands:
     leader, worker = serve_commands(engine, model, world, gpus, nodes, mode)
+    kexperts = kernel_test_experts(world, experts)
     return Commands(
         leader=leader,
         worker=worker,
-        kernel_test=kernel_test_command(
-            engine, nodes, gpus, world, kernel_test_experts(world, experts)
-        ),
+        kernel_test=kernel_test_command(engine, nodes, gpus, world, kexperts),
         smoke=smoke_command(model),
+        kernel_run=kernel_run_command(engine, nodes, gpus, world, kexperts),
     )

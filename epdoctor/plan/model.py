@@ -168,14 +168,16 @@ class Commands:
 
     leader: str
     worker: str
-    kernel_test: str
+    kernel_test: str  # the test, its log and the banner check, for a shell
     smoke: str
+    kernel_run: str = ""  # the test alone, printing to its stdout: what `epdoctor run` follows
 
     def to_json(self) -> dict[str, str]:
         return {
             "leader": self.leader,
             "worker": self.worker,
             "kernel_test": self.kernel_test,
+            "kernel_run": self.kernel_run,
             "smoke": self.smoke,
         }
 

@@ -240,6 +240,16 @@ def measured(c: Ctx) -> Iterator[Reason]:
             f"No reference recipe ran {c.engine.label} over {c.transport.label} on {c.instance.type} end to "
             f"end (they ran: {ran}); planned from the mechanism, so run every gate.",
         )
+    if c.engine.key == "sglang" and pair in c.engine.measured:
+        how = "pods" if c.inp.target == "kubernetes" else "the plan's scripts"
+        yield _r(
+            "M508",
+            Level.CAVEAT,
+            "The SGLang DeepEP sample ran its containers with `docker run` on the hosts (host "
+            "network, --privileged, --device /dev/gdrdrv, DeepSeek-R1 at TP16/EP16); in "
+            f"{how} the EFA devices come from the device plugin and /dev/gdrdrv from "
+            "NVIDIA_GDRCOPY, which it did not run: the gates, not the sample, are the evidence.",
+        )
     if c.engine.key in ("vllm", "dynamo") and pair in c.engine.measured:
         yield _r(
             "M508",
@@ -280,7 +290,7 @@ def vllm_pin_served(c: Ctx) -> Iterator[Reason]:
         )
 
 
-@detector("D405", "E404", "E406", "E701", "K205", "E408", "M702", domain="plan")
+@detector("D405", "E404", "E406", "E701", "K205", "E408", "M702", "D803", "D804", "D805", domain="plan")
 def engine_notes(c: Ctx) -> Iterator[Reason]:
     """Known traps the plan's own output already avoids, named so they can be looked up."""
     if c.transport.key not in c.engine.transports:
@@ -325,6 +335,26 @@ def engine_notes(c: Ctx) -> Iterator[Reason]:
             Level.INFO,
             f"{c.inp.nodes} pods pull the weights at once: set HF_TOKEN or pre-stage the "
             "model, or expect a 429 restart.",
+        )
+    if c.engine.key == "sglang":
+        yield _r(
+            "D804",
+            Level.INFO,
+            "Build the image from the SGLang DeepEP sample's Dockerfile at the plan's pins "
+            "(https://github.com/awslabs/awsome-distributed-ai/pull/1215; epdoctor writes none for "
+            "SGLang): it removes the base image's IBGDA deep_ep, which would shadow the EFA build.",
+        )
+        yield _r(
+            "D803",
+            Level.INFO,
+            "The pods preload the NVSHMEM 3.7.0 host library (LD_PRELOAD) so torch's pip 3.4.5 "
+            "copy cannot load first: DeepEP's device code is built against 3.7.0.",
+        )
+        yield _r(
+            "D805",
+            Level.INFO,
+            "CUDA VMM follows DeepEP's kernel regime: the kernel test (normal kernels) runs with "
+            "NVSHMEM_DISABLE_CUDA_VMM=1, the serve (--deepep-mode auto) must not set it.",
         )
     if c.engine.key in ("vllm", "dynamo"):
         yield _r(
