@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from epdoctor.checks import load_all
-from epdoctor.checks.base import Context, run_checks
+from epdoctor.checks.base import run_checks
 from epdoctor.facts.node import NodeFacts, build_node_facts
 from epdoctor.facts.probe_doc import ProbeDocError, load_probe_doc
-from epdoctor.model import TargetInfo, TargetResult
+from epdoctor.model import Context, TargetInfo, TargetResult
 from epdoctor.redact import redact_obj, redact_text
 from epdoctor.targets.base import ProbeOptions, Target, TargetError
 

@@ -25,7 +25,7 @@ from textual.app import App, ScreenStackError
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from epdoctor.checks.base import Context
+from epdoctor.model import Context
 
 
 @dataclass

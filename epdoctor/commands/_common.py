@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from epdoctor.checks.base import TRANSPORTS, Context
+from epdoctor.checks.base import TRANSPORTS
+from epdoctor.model import Context
 from epdoctor.targets.base import ProbeOptions
 
 ENGINES = ("vllm", "dynamo", "tensorrt-llm", "sglang")

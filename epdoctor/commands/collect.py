@@ -38,8 +38,8 @@ def register(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from epdoctor.bundle import write_bundle
-    from epdoctor.checks.base import Context
     from epdoctor.diagnose import diagnose_many
+    from epdoctor.model import Context
     from epdoctor.safeio import check_output, check_source
     from epdoctor.targets.base import TargetError
     from epdoctor.targets.selection import targets_from_args

@@ -106,7 +106,7 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def context_of(args: argparse.Namespace):
-    from epdoctor.checks.base import Context
+    from epdoctor.model import Context
 
     opts: dict[str, Any] = {"expect_nics": args.expect_nics} if args.expect_nics else {}
     if not args.expect_efa:

@@ -352,9 +352,8 @@ def preflight(
 ) -> int | None:
     """Read-only diagnose of every node first. None: go on; else the exit code."""
     from epdoctor import exitcodes
-    from epdoctor.checks.base import Context
     from epdoctor.diagnose import diagnose_many
-    from epdoctor.model import Status
+    from epdoctor.model import Context, Status
     from epdoctor.targets.base import ProbeOptions
 
     if args.no_preflight:
@@ -836,8 +835,8 @@ def log_watch_factory(expect_efa: bool | None = None) -> Callable[[str], Any] | 
     P2P is not judged a failure in the panes; None or True: EFA is the goal.
     """
     try:
-        from epdoctor.checks.base import Context
         from epdoctor.checks.logs import LogAnalyzer
+        from epdoctor.model import Context
     except ImportError:
         return None
     opts = {"expect_efa": False} if expect_efa is False else {}

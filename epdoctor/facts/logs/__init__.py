@@ -22,7 +22,7 @@ The analyzer that turns these into findings lives one layer up, in ``epdoctor.ch
 (free of rich and textual, used by ``epdoctor logs``, diagnose ``--log``, the launcher and the
 TUI log panes)::
 
-    from epdoctor.checks.base import Context
+    from epdoctor.model import Context
     from epdoctor.checks.logs import LogAnalyzer, analyze_stream, analyze_paths
 
     an = LogAnalyzer(Context(instance="p5en.48xlarge", transport="gin-proxy"), source="node0")
