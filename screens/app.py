@@ -122,13 +122,14 @@ class EpdoctorApp(App[int]):
     @work(thread=True, exclusive=True, group="diagnose")
     def diagnose(self, argv: list[str]) -> None:
         """Resolve the target flags and diagnose every target concurrently."""
-        from epdoctor.screens.targets import describe_targets, parse_target_flags
+        from epdoctor.screens.targets import describe_targets
 
         from epdoctor.commands.diagnose import _fleet_findings
         from epdoctor.diagnose import diagnose_many
+        from epdoctor.options import parse_target_flags
         from epdoctor.redact import redact_text
         from epdoctor.targets.base import ProbeOptions
-        from epdoctor.targets.selection import targets_from_args
+        from epdoctor.targets.selection import open_targets
 
         # What the screens get before a diagnosis (target names from the flags or an ssh
         # config, the header's label, an error quoting a path) passes the redactor here, as
@@ -136,7 +137,7 @@ class EpdoctorApp(App[int]):
         # while it is probed and once it is diagnosed.
         self.shared.target_argv = list(argv)
         try:
-            targets = targets_from_args(parse_target_flags(argv))
+            targets = open_targets(parse_target_flags(argv))
         except Exception as exc:  # bad flags, unreadable bundle, a provider's client error
             text = str(exc) if isinstance(exc, (ValueError, OSError)) else f"{exc}"
             self.post_message(DiagnosisFailed(redact_text(text) or type(exc).__name__))

@@ -97,8 +97,9 @@ def prepare(
 ) -> Launch:
     """The launch `epdoctor run` would make on the app's target: config, nodes, commands."""
     from epdoctor.commands import run as runcmd
-    from epdoctor.launch.nodes import nodes_from_args
+    from epdoctor.launch.nodes import open_nodes
     from epdoctor.launch.session import Launch
+    from epdoctor.options import to_target_spec
 
     args = parse_run_flags(what, flags, target_argv)
     doc = runcmd.load_plan(args.plan) if args.plan else (plan.to_json() if plan else {})
@@ -115,7 +116,7 @@ def prepare(
                 f"max_tokens {args.max_tokens}, ignore_eos, unique prefixes)"
             )
         return Launch(what, [line], args, doc)
-    nodes = nodes_from_args(args)
+    nodes = open_nodes(to_target_spec(args))
     try:
         if what == "kernel-test":
             from epdoctor.launch.kernel_test import describe

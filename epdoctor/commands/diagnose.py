@@ -9,15 +9,16 @@ import sys
 import zlib
 
 from epdoctor import exitcodes
-from epdoctor.commands._common import (
+from epdoctor.commands._common import console, progress
+from epdoctor.model import EpdoctorError, Finding
+from epdoctor.options import (
     add_context_arguments,
     add_probe_arguments,
-    console,
+    add_target_arguments,
     context_from,
     probe_options_from,
-    progress,
+    to_target_spec,
 )
-from epdoctor.model import EpdoctorError, Finding
 from epdoctor.redact import redact_obj, redact_text
 
 NAME = "diagnose"
@@ -26,8 +27,6 @@ HELP = "diagnose this host (default), SSH hosts, Kubernetes pods or a saved bund
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    from epdoctor.targets.selection import add_target_arguments
-
     out = p.add_mutually_exclusive_group()
     out.add_argument(
         "--format",
@@ -84,13 +83,13 @@ def run(args: argparse.Namespace) -> int:
     from epdoctor.diagnose import diagnose_many
     from epdoctor.safeio import check_source
     from epdoctor.targets.base import TargetError
-    from epdoctor.targets.selection import targets_from_args
+    from epdoctor.targets.selection import open_targets
 
     for path in args.log:
         if path != "-":
             check_source(path, "log file")  # before any probe: a FIFO or device never ends
     try:
-        targets = targets_from_args(args)
+        targets = open_targets(to_target_spec(args))
     except TargetError as exc:
         raise EpdoctorError(str(exc)) from exc
     ctx = context_from(args)

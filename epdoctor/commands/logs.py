@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from epdoctor import exitcodes
-from epdoctor.commands._common import add_expect_efa_argument
 from epdoctor.model import EpdoctorError, Status
+from epdoctor.options import add_expect_efa_argument
 from epdoctor.redact import redact_text
 from epdoctor.safeio import check_source, plain
 

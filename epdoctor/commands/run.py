@@ -149,7 +149,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    from epdoctor.targets.selection import add_target_arguments
+    from epdoctor.options import add_target_arguments
 
     # where to run: this host (default), SSH hosts, Kubernetes pods; the flags of diagnose.
     # Ours come after, so our -y/--yes is the one that stays.
@@ -240,18 +240,13 @@ def nodes_from_args(args: argparse.Namespace, plan: dict[str, Any] | None = None
     """Where the launch runs: the SSH hosts / pods the target flags name; else the plan's
     pods (a Kubernetes plan); else this host. A plan for several bare nodes names no
     address this host could stand in for: it is refused, naming what to pass."""
-    from epdoctor.launch.nodes import nodes_for
-    from epdoctor.launch.nodes import nodes_from_args as launch_nodes
+    from epdoctor.launch.nodes import nodes_for, open_nodes
+    from epdoctor.options import to_target_spec
 
     targets = plan_targets(args, plan or {})
-    nodes = nodes_for(targets) if targets is not None else launch_nodes(args)
+    nodes = nodes_for(targets) if targets is not None else open_nodes(to_target_spec(args))
     _OPEN.extend(nodes)
     return nodes
-
-
-# The flags that name where to run (epdoctor.targets.selection): given, they win over a plan.
-TARGET_FLAGS = ("bundle", "ssh", "hosts", "ssh_config_hosts", "pod", "selector",
-                "all_namespaces", "nodes")  # fmt: skip
 
 
 def plan_targets(args: argparse.Namespace, plan: dict[str, Any]) -> list[Any] | None:
@@ -259,10 +254,11 @@ def plan_targets(args: argparse.Namespace, plan: dict[str, Any]) -> list[Any] | 
     Kubernetes plan (NAME-0 .. NAME-(N-1), leader first, in the plan's namespace or -n's).
     None: the target flags (or this host) decide."""
     from epdoctor.model import EpdoctorError
+    from epdoctor.options import to_target_spec
 
     inp = plan.get("input") if isinstance(plan.get("input"), dict) else {}
     target = inp.get("target")
-    if not plan or any(getattr(args, k, None) for k in TARGET_FLAGS):
+    if not plan or to_target_spec(args).names_targets:  # given, the target flags win
         return None
     nodes = int(plan.get("nodes") or inp.get("nodes") or 1)
     if target == "bare":
@@ -396,15 +392,16 @@ def preflight_targets(
 ) -> list[Any]:
     """Fresh targets for the read-only diagnose (diagnose closes what it probed)."""
     from epdoctor.model import EpdoctorError
+    from epdoctor.options import to_target_spec
     from epdoctor.targets.base import TargetError
     from epdoctor.targets.local import LocalTarget
-    from epdoctor.targets.selection import targets_from_args
+    from epdoctor.targets.selection import open_targets
 
     planned = plan_targets(args, plan or {})
     if planned is not None:
         return planned
     try:
-        targets = targets_from_args(args)
+        targets = open_targets(to_target_spec(args))
     except TargetError as exc:
         raise EpdoctorError(str(exc)) from exc
     return targets or [LocalTarget() for _ in range(count)]

@@ -10,7 +10,6 @@ read: neither can start anything, and saying so beats launching elsewhere.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 from collections import Counter
@@ -19,22 +18,23 @@ from typing import Any
 from epdoctor.launch.launcher import LocalNode, Node
 from epdoctor.launch.shell_node import ShellNode
 from epdoctor.model import EpdoctorError
+from epdoctor.requests import TargetSpec
 
 
-def nodes_from_args(args: argparse.Namespace) -> list[Node]:
-    """The nodes the target flags name (this host when they name none)."""
+def open_nodes(spec: TargetSpec) -> list[Node]:
+    """The nodes a TargetSpec names (this host when it names none)."""
     from epdoctor.targets.base import TargetError
-    from epdoctor.targets.selection import targets_from_args
+    from epdoctor.targets.selection import open_targets
 
-    if getattr(args, "bundle", None):
+    if spec.bundle:
         raise EpdoctorError("--bundle replays a saved diagnosis; it cannot run anything")
-    if getattr(args, "nodes", False):
+    if spec.nodes:
         raise EpdoctorError(
             "--nodes probes nodes through read-only Job pods; launch into the "
             "engine's pods with --pod or -l instead"
         )
     try:
-        targets = targets_from_args(args)
+        targets = open_targets(spec)
     except TargetError as exc:
         raise EpdoctorError(str(exc)) from exc
     return nodes_for(targets)
