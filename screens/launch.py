@@ -244,8 +244,8 @@ class LaunchScreen(Screen[None]):
             launch.close()
             self.notify("nothing started")
             return
-        from epdoctor.commands.run import log_watch_factory
         from epdoctor.launch.session import Session
+        from epdoctor.logwatch import log_watch_factory
 
         self._reset()
         self.running = True

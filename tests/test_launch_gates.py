@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from epdoctor.checks.logs import LogAnalyzer
 from epdoctor.facts.logs.model import RankFacts
 from epdoctor.launch.gates import (
     NetworkExpectation,
@@ -16,6 +15,7 @@ from epdoctor.launch.gates import (
     parse_results,
     results_gate,
 )
+from epdoctor.logwatch import LogAnalyzer
 from epdoctor.model import Status
 
 FIX = Path(__file__).parent / "fixtures" / "launch"

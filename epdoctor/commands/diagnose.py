@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     fleet = _fleet_findings(diagnoses)
     logs = None
     if args.log:
-        from epdoctor.checks.logs import analyze_paths
+        from epdoctor.logwatch import analyze_paths
         from epdoctor.reports import logs_report
 
         try:

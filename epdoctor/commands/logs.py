@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
         raise EpdoctorError("no log to read: " + "; ".join(notes))
     if args.follow:
         return _follow(args, streams)
-    from epdoctor.checks.logs import analyze_paths
+    from epdoctor.logwatch import analyze_paths
     from epdoctor.targets.base import TargetError
 
     try:
@@ -247,7 +247,7 @@ def _follow(args: argparse.Namespace, remote: list) -> int:
     Ends at Ctrl-C (SIGTERM and SIGHUP too), at --timeout, or when every source ended (stdin
     at EOF, a pod's container finished); every remote reader is stopped before the verdicts
     that wait for the end of the log print."""
-    from epdoctor.checks.logs import LogAnalyzer
+    from epdoctor.logwatch import LogAnalyzer
     from epdoctor.targets.logstream import file_stream, follow
 
     an = LogAnalyzer(context_of(args))

@@ -602,6 +602,7 @@ def run_kernel_test(args: argparse.Namespace) -> int:
     from epdoctor import exitcodes
     from epdoctor.launch.kernel_test import KernelTestRun, describe
     from epdoctor.launch.panes import PaneBoard
+    from epdoctor.logwatch import log_watch_factory
 
     out = Out(args)
     if args.regate:
@@ -825,51 +826,9 @@ def serve_config(
     )
 
 
-def log_watch_factory(expect_efa: bool | None = None) -> Callable[[str], Any] | None:
-    """The log analyzer, one per stream: it explains traps the moment their lines appear.
-
-    ``expect_efa`` False (``--no-expect-efa``, a one-node kernel test): a rank on Socket or
-    P2P is not judged a failure in the panes; None or True: EFA is the goal.
-    """
-    try:
-        from epdoctor.checks.logs import LogAnalyzer
-        from epdoctor.model import Context
-    except ImportError:
-        return None
-    opts = {"expect_efa": False} if expect_efa is False else {}
-    return lambda source: _SourceWatch(LogAnalyzer(Context(options=opts)), source)
-
-
-class _SourceWatch:
-    """One stream's analyzer, told which stream its bytes come from (ranks are named by it)."""
-
-    def __init__(self, analyzer: Any, source: str) -> None:
-        import inspect
-
-        self.analyzer = analyzer
-        self.source = source
-        self._named = "source" in inspect.signature(analyzer.feed).parameters
-
-        self.error: str | None = None
-
-    def feed(self, data: bytes) -> list[Any]:
-        # a bug in the analysis must not stop the launch it explains: it goes quiet instead
-        if self.error:
-            return []
-        try:
-            if self._named:
-                return list(self.analyzer.feed(data, source=self.source))
-            return list(self.analyzer.feed(data))
-        except Exception as exc:
-            self.error = f"{type(exc).__name__}: {exc}"
-            print(
-                f"epdoctor: log analysis of {self.source} stopped ({self.error})", file=sys.stderr
-            )
-            return []
-
-
 def make_serve_run(args: argparse.Namespace, out: Out, cfg: Any, board: Any) -> Any:
     from epdoctor.launch.serve import ServeRun
+    from epdoctor.logwatch import log_watch_factory
 
     return ServeRun(
         cfg,

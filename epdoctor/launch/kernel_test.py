@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from epdoctor.checks.logs import LogAnalyzer
 from epdoctor.facts.logs.model import RankFacts
 from epdoctor.launch import counters as hwc
 from epdoctor.launch.gates import (
@@ -47,6 +46,7 @@ from epdoctor.launch.gates import (
 )
 from epdoctor.launch.launcher import Group, LocalNode, Node, ProcSpec
 from epdoctor.launch.streams import Chunk, Follower, LineSplitter, WatchedDir, rank_of_line
+from epdoctor.logwatch import LogAnalyzer
 from epdoctor.model import Finding, Status
 
 KINDS = ("builtin", "deepep", "trtllm")

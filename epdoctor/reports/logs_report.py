@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from epdoctor.checks.logs import LogAnalysis
 from epdoctor.facts.logs.model import RankFacts
 from epdoctor.model import Finding, Status
 from epdoctor.redact import redact_text
 from epdoctor.reports.common import counts
 from epdoctor.reports.layout import hang
+
+if TYPE_CHECKING:  # the analysis is made one layer up (epdoctor.logwatch); only read here
+    from epdoctor.logwatch import LogAnalysis
 
 STYLE = {"fail": "bold red", "warn": "yellow", "unknown": "magenta", "pass": "green", "skip": "dim"}
 COLUMNS = (

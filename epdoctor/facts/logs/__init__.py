@@ -7,9 +7,9 @@ Modules:
   joins each rank to its peers), read only where asked (the launch gates: their logs are small).
 - ``scanner``: bytes in, candidate lines out. ``scan_block`` finds anchors (memchr on a rare byte, else ``bytes.find``)
   over 2 MiB blocks and returns only the lines around hits, with line numbers;
-  ``Feeder.feed(bytes)`` / ``close()`` do it incrementally with a bounded carry;
-  ``iter_path(path)`` reads a file (two newline-aligned byte ranges on two processes for large
-  regular files, merged in order), ``-`` (stdin) or ``.gz`` (one process).
+  ``Feeder.feed(bytes)`` / ``close()`` do it incrementally with a bounded carry. Reading files,
+  ``-`` (stdin) and ``.gz`` (two processes for a large regular file) is
+  ``epdoctor.targets.logstream.iter_path``: only bytes reach this package.
 - ``prefix``: ``parse_line(text)`` strips ANSI/CR/timestamps, peels launcher prefixes
   (kubectl ``[pod/P/C]``, stern ``POD CONTAINER``, torchrun ``[rankN]:``/``[defaultN]:``, srun
   ``N: ``, mpirun ``[1,N]<stdout>:``, vLLM ``(Worker_DP3_EP3 pid=N)``) into labels and finds
