@@ -94,6 +94,24 @@ class DiagnoseRequest:
     logs: tuple[str, ...] = ()  # NCCL / engine logs ('-' stdin, .gz) analyzed beside it
 
 
+@dataclass(frozen=True)
+class LogSources:
+    """`epdoctor logs`: the logs to read, each its own source (ranks are compared across them)."""
+
+    files: tuple[str, ...] = ()  # local files; '-' is stdin, .gz is read
+    pod: tuple[str, ...] = ()  # pods whose container log is read
+    namespace: str | None = None
+    container: str | None = None
+    all_containers: bool = False  # every container of each pod, each its own source
+    previous: bool = False  # the previous (crashed) container's log
+    context: str | None = None
+    kubeconfig: str | None = None
+    request_timeout: float | None = None
+    ssh: tuple[str, ...] = ()  # files on SSH hosts, [user@]host[:port]:/path
+    known_hosts: str | None = None
+    identity: tuple[str, ...] = ()
+
+
 # --------------------------------------------------------------------------- launches
 @dataclass(frozen=True)
 class KernelTestOptions:

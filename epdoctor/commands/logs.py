@@ -20,6 +20,7 @@ from epdoctor import exitcodes
 from epdoctor.model import EpdoctorError, Status
 from epdoctor.options import add_expect_efa_argument
 from epdoctor.redact import redact_text
+from epdoctor.requests import LogSources
 from epdoctor.safeio import check_source, plain
 
 NAME = "logs"
@@ -132,55 +133,33 @@ def _check_args(args: argparse.Namespace) -> None:
             check_source(path, "log file")  # a FIFO, device or folder would never end a read
 
 
+def log_sources(args: argparse.Namespace) -> LogSources:
+    return LogSources(
+        files=tuple(args.files),
+        pod=tuple(args.pod),
+        namespace=args.namespace,
+        container=args.container,
+        all_containers=args.all_containers,
+        previous=args.previous,
+        context=args.context,
+        kubeconfig=args.kubeconfig,
+        request_timeout=getattr(args, "request_timeout", None),
+        ssh=tuple(args.ssh),
+        known_hosts=args.known_hosts,
+        identity=tuple(args.identity),
+    )
+
+
 def remote_streams(args: argparse.Namespace, follow: bool = False) -> tuple[list, list[str]]:
     """A LogStream for each --pod container and --ssh file, and notes on the containers that
     have no log to read; names are checked before anything connects."""
+    from epdoctor.targets import logstream
     from epdoctor.targets.base import TargetError
 
     try:
-        ssh = _ssh_streams(args, follow) if args.ssh else []  # checked first: connects later
-        pods, notes = _pod_streams(args, follow) if args.pod else ([], [])
+        return logstream.remote_streams(log_sources(args), follow)
     except TargetError as exc:
         raise EpdoctorError(redact_text(str(exc))) from exc
-    return pods + ssh, notes
-
-
-def _ssh_streams(args: argparse.Namespace, follow: bool) -> list:
-    from epdoctor.targets.ssh_cli import remote_log_stream
-
-    ids = tuple(args.identity)
-    return [
-        remote_log_stream(spec, follow=follow, identity=ids, known_hosts=args.known_hosts)
-        for spec in args.ssh
-    ]
-
-
-def _pod_streams(args: argparse.Namespace, follow: bool) -> tuple[list, list[str]]:
-    from epdoctor.targets import kube
-
-    for name in args.pod:
-        kube.valid_pod_name(name)
-    if args.namespace:
-        kube.valid_namespace(args.namespace)
-    if args.container:
-        kube.valid_container_name(args.container)
-    session = kube.KubeSession.connect(
-        args.context, args.kubeconfig, getattr(args, "request_timeout", None)
-    )
-    streams, notes = [], []
-    for name in args.pod:
-        for pod in kube.select_pods(session, namespace=args.namespace, pod=name):
-            t = kube.KubePodTarget(session, pod, args.container)
-            if not args.all_containers:
-                streams.append(t.log_stream(f"pod/{t.info.name}", None, args.previous, follow))
-                continue
-            for c in kube.pod_containers(pod):
-                why = kube.log_absent(pod, c, args.previous)
-                if why:
-                    notes.append(f"pod/{t.info.name}/{c}: not read, {why}")
-                    continue
-                streams.append(t.log_stream(f"pod/{t.info.name}/{c}", c, args.previous, follow))
-    return streams, notes
 
 
 def _note(text: str) -> None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from epdoctor.facts.logs.scanner import CHUNK, Candidate, Feeder, ScanStats
+from epdoctor.requests import LogSources
 from epdoctor.targets.base import TargetError
 
 READ_CHUNK = 1 << 20
@@ -110,6 +111,54 @@ def _stdin_stream() -> LogStream:
             yield data
 
     return LogStream("stdin", chunks)
+
+
+# ---- remote sources ---------------------------------------------------------------------------
+
+
+def remote_streams(src: LogSources, follow: bool = False) -> tuple[list[LogStream], list[str]]:
+    """A LogStream for each pod container and SSH file of ``src``, and notes on the containers
+    that have no log to read. Names are checked before anything connects (TargetError)."""
+    ssh = _ssh_streams(src, follow) if src.ssh else []  # checked first: connects later
+    pods, notes = _pod_streams(src, follow) if src.pod else ([], [])
+    return pods + ssh, notes
+
+
+def _ssh_streams(src: LogSources, follow: bool) -> list[LogStream]:
+    from epdoctor.targets.ssh_cli import remote_log_stream
+
+    ids = tuple(src.identity)
+    return [
+        remote_log_stream(spec, follow=follow, identity=ids, known_hosts=src.known_hosts)
+        for spec in src.ssh
+    ]
+
+
+def _pod_streams(src: LogSources, follow: bool) -> tuple[list[LogStream], list[str]]:
+    from epdoctor.targets import kube
+
+    for name in src.pod:
+        kube.valid_pod_name(name)
+    if src.namespace:
+        kube.valid_namespace(src.namespace)
+    if src.container:
+        kube.valid_container_name(src.container)
+    session = kube.KubeSession.connect(src.context, src.kubeconfig, src.request_timeout)
+    streams: list[LogStream] = []
+    notes: list[str] = []
+    for name in src.pod:
+        for pod in kube.select_pods(session, namespace=src.namespace, pod=name):
+            t = kube.KubePodTarget(session, pod, src.container)
+            if not src.all_containers:
+                streams.append(t.log_stream(f"pod/{t.info.name}", None, src.previous, follow))
+                continue
+            for c in kube.pod_containers(pod):
+                why = kube.log_absent(pod, c, src.previous)
+                if why:
+                    notes.append(f"pod/{t.info.name}/{c}: not read, {why}")
+                    continue
+                streams.append(t.log_stream(f"pod/{t.info.name}/{c}", c, src.previous, follow))
+    return streams, notes
 
 
 # ---- following many streams ------------------------------------------------------------------
