@@ -28,6 +28,7 @@ from importlib import resources
 from typing import Any
 
 from epdoctor.facts.logs.model import RankFacts
+from epdoctor.facts.logs.prefix import rank_of_line
 from epdoctor.launch import counters as hwc
 from epdoctor.launch.gates import (
     RESULT_MARKER,
@@ -45,7 +46,7 @@ from epdoctor.launch.gates import (
     start_gate,
 )
 from epdoctor.launch.launcher import Group, LocalNode, Node, ProcSpec
-from epdoctor.launch.streams import Chunk, Follower, LineSplitter, WatchedDir, rank_of_line
+from epdoctor.launch.streams import Chunk, Follower, LineSplitter, WatchedDir
 from epdoctor.logwatch import LogAnalyzer
 from epdoctor.model import Finding, Status
 
