@@ -124,11 +124,10 @@ class EpdoctorApp(App[int]):
         """Resolve the target flags and diagnose every target concurrently."""
         from epdoctor.screens.targets import describe_targets
 
-        from epdoctor.commands.diagnose import _fleet_findings
-        from epdoctor.diagnose import diagnose_many
+        from epdoctor.diagnose import diagnose
         from epdoctor.options import parse_target_flags
         from epdoctor.redact import redact_text
-        from epdoctor.targets.base import ProbeOptions
+        from epdoctor.requests import DiagnoseRequest, ProbeOptions
         from epdoctor.targets.selection import open_targets
 
         # What the screens get before a diagnosis (target names from the flags or an ssh
@@ -137,7 +136,8 @@ class EpdoctorApp(App[int]):
         # while it is probed and once it is diagnosed.
         self.shared.target_argv = list(argv)
         try:
-            targets = open_targets(parse_target_flags(argv))
+            spec = parse_target_flags(argv)
+            targets = open_targets(spec)
         except Exception as exc:  # bad flags, unreadable bundle, a provider's client error
             text = str(exc) if isinstance(exc, (ValueError, OSError)) else f"{exc}"
             self.post_message(DiagnosisFailed(redact_text(text) or type(exc).__name__))
@@ -148,10 +148,9 @@ class EpdoctorApp(App[int]):
         def progress(target: Any, state: str) -> None:
             self.post_message(TargetProgress(redact_text(target.info.name), state))
 
-        diagnoses = diagnose_many(
-            targets, self.shared.ctx, ProbeOptions(timeout_s=60), progress=progress
-        )
-        self.post_message(DiagnosisDone(diagnoses, _fleet_findings(diagnoses)))
+        request = DiagnoseRequest(spec, self.shared.ctx, ProbeOptions(timeout_s=60), parallel=16)
+        report = diagnose(request, targets, progress=progress)
+        self.post_message(DiagnosisDone(report.diagnoses, report.fleet))
 
     def _forward(self, msg: Any) -> None:
         screen = getattr(self, "targets_screen", None)

@@ -132,14 +132,6 @@ def render_markdown(a: LogAnalysis) -> str:
 
 
 # --- the hook `epdoctor diagnose --log FILE` uses ------------------------------------------
-def attach(results: list[Any], a: LogAnalysis) -> None:
-    """Append the log findings to the local target's result (else the first one)."""
-    if not results:
-        return
-    target = next((r for r in results if r.target.kind == "local"), results[0])
-    target.findings.extend(a.findings)
-
-
 def extend_report(kind: str, rendered: str | None, a: LogAnalysis, console: Any = None) -> str:
     """The per-rank table added to a diagnose report: json / markdown text, or printed (text)."""
     if kind == "json" and rendered is not None:
