@@ -9,15 +9,102 @@ Light on purpose: `epdoctor --help` imports this, so no transport client, UI too
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
+import io
+import math
 import os
+import shlex
 from collections.abc import Sequence
 from typing import Any
 
+from epdoctor import exitcodes
 from epdoctor.checks.base import TRANSPORTS
 from epdoctor.model import Context
-from epdoctor.requests import ProbeOptions, TargetSpec
+from epdoctor.redact import redact_text
+from epdoctor.requests import (
+    BenchOptions,
+    KernelTestOptions,
+    LaunchRequest,
+    ProbeOptions,
+    ServeOptions,
+    SmokeOptions,
+    TargetSpec,
+)
 
 ENGINES = ("vllm", "dynamo", "tensorrt-llm", "sglang")
+
+
+# --------------------------------------------------------------------------- the parser
+class Parser(argparse.ArgumentParser):
+    """argparse with a short answer to wrong input: the command's own usage line and the error."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        message = redact_text(message)  # argparse quotes what was typed (--api-key X, a token)
+        self.exit(exitcodes.ERROR, f"usage: {short_usage(self)}\n{self.prog}: error: {message}\n")
+
+
+def short_usage(p: argparse.ArgumentParser) -> str:
+    """`epdoctor lint [options] PATH [PATH ...]`: positionals only, options behind --help."""
+    parts = [p.prog]
+    if any(a.option_strings and a.help is not argparse.SUPPRESS for a in p._actions):
+        parts.append("[options]")
+    for a in p._actions:
+        if a.option_strings or a.help is argparse.SUPPRESS:
+            continue
+        if isinstance(a, argparse._SubParsersAction):
+            parts.append(f"{a.metavar or '{' + ','.join(a.choices) + '}'} ...")
+            continue
+        name = a.metavar if isinstance(a.metavar, str) else a.dest.upper()
+        shapes = {"?": f"[{name}]", "*": f"[{name} ...]", "+": f"{name} [{name} ...]"}
+        parts.append(shapes.get(str(a.nargs), name))
+    return " ".join(parts) + f"  (`{p.prog} --help` lists them all)"
+
+
+# Numeric flags where 0 is a real answer; every other int/float flag must be above 0.
+ZERO_OK = {"warmup"}
+
+
+def _number(kind: type, dest: str) -> argparse.Action:
+    low = 0 if dest in ZERO_OK else None
+    port = dest.endswith("port")
+    word = "a whole number" if kind is int else "a number"
+    want = f"{word} of 0 or more" if low == 0 else f"{word} above 0"
+    if port:
+        want = "a port number (1-65535)"
+
+    def parse(text: str):  # type: ignore[no-untyped-def]
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        ok = value is not None and math.isfinite(value)
+        ok = ok and (value >= 0 if low == 0 else value > 0) and (not port or value <= 65535)
+        if not ok:
+            raise argparse.ArgumentTypeError(f"must be {want}, not {text!r}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse  # type: ignore[return-value]
+
+
+def _walk(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                found += _walk(child)
+    return found
+
+
+def checked(parser: argparse.ArgumentParser) -> None:
+    """Every numeric flag of every command refuses zero, negatives, nan and inf at parse time,
+    and each parser remembers itself so a stray argument is answered by its own usage."""
+    for p in _walk(parser):
+        p.set_defaults(_parser=p)
+        for a in p._actions:
+            if a.type in (int, float):
+                a.type = _number(a.type, a.dest)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- where to look
@@ -270,3 +357,215 @@ def probe_options_from(args: argparse.Namespace, targets: Sequence[Any] = ()) ->
     return ProbeOptions(
         pids=tuple(args.pid), all_pids=args.all_pids, timeout_s=args.timeout, root=args.root
     )
+
+
+# --------------------------------------------------------------------------- launches
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """`epdoctor run {kernel-test,serve,smoke,bench}` and their flags."""
+    sub = parser.add_subparsers(dest="what", metavar="WHAT")
+    kt = sub.add_parser(
+        "kernel-test",
+        conflict_handler="resolve",
+        help="EP all-to-all kernel test, gated on every rank",
+        description="EP all-to-all kernel test gated on every node's exit code, "
+        "every rank's numerics and network, and EFA counters.",
+    )
+    _launch_common(kt)
+    kind = kt.add_mutually_exclusive_group()
+    kind.add_argument(
+        "--builtin",
+        action="store_const",
+        dest="kind",
+        const="builtin",
+        help="epdoctor's own dispatch/combine test, PyTorch only (default)",
+    )
+    kind.add_argument(
+        "--deepep", metavar="DIR", help="DeepEP-V2 checkout: tests/elastic/test_ep.py"
+    )
+    kind.add_argument(
+        "--trtllm",
+        action="store_const",
+        dest="kind",
+        const="trtllm",
+        help="TensorRT-LLM NcclEP CommunicationFactory probe",
+    )
+    kt.add_argument("--gpus", type=int, help="processes (GPUs) per node (default: plan, else 1)")
+    kt.add_argument(
+        "--tokens", help="tokens per rank, a comma list sweeps (built-in; default 4096)"
+    )
+    kt.add_argument(
+        "--baseline",
+        action="store_true",
+        help="also time plain all_to_all_single of the same bytes (built-in)",
+    )
+    kt.add_argument(
+        "--backend",
+        choices=("nccl", "gloo"),
+        default="nccl",
+        help="built-in only: gloo runs the same exchange on CPU",
+    )
+    kt.add_argument(
+        "--test-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra argument for the test (repeatable), e.g. --test-arg=--hidden=4096",
+    )
+    efa = kt.add_mutually_exclusive_group()
+    efa.add_argument(
+        "--expect-efa",
+        dest="expect_efa",
+        action="store_const",
+        const=True,
+        help="demand the efa-direct banner on every rank (default on several nodes)",
+    )
+    efa.add_argument("--no-expect-efa", dest="expect_efa", action="store_const", const=False)
+    kt.add_argument("--efa-count", type=int, help="EFA NICs per node (default: plan)")
+    kt.add_argument("--timeout", type=float, default=900.0, help="seconds before it is stopped")
+    kt.add_argument("--master-port", type=int, default=29511)
+    kt.add_argument(
+        "--master-addr", help="rendezvous address of the first node (default: its address as given)"
+    )
+    kt.add_argument(
+        "--regate",
+        metavar="RUN_DIR",
+        help="start nothing: gate a finished run again from its logs and report.json",
+    )
+    kt.add_argument(
+        "--isolate",
+        action="store_true",
+        help="run the built-in test on node pairs and half-splits; report outliers",
+    )
+
+    sv = sub.add_parser(
+        "serve",
+        conflict_handler="resolve",
+        help="start the engine, follow every log, wait for readiness",
+    )
+    _launch_common(sv)
+    _engine_arguments(sv)
+    sv.add_argument("--cmd", help="leader command (default: the plan's)")
+    sv.add_argument("--worker-cmd", default=None, help="worker command (default: the plan's)")
+    sv.add_argument("--startup-budget", type=float, default=1800.0, metavar="S")
+
+    sm = sub.add_parser(
+        "smoke",
+        conflict_handler="resolve",
+        help="one chat completion at temperature 0 through the leader",
+    )
+    _launch_common(sm)
+    _engine_arguments(sm)
+    sm.add_argument("--model", help="model name (default: the first of /v1/models)")
+    sm.add_argument("--max-tokens", type=int, default=64)
+
+    bn = sub.add_parser(
+        "bench",
+        conflict_handler="resolve",
+        help="warm-up + N requests per concurrency level, honest stats",
+    )
+    _launch_common(bn)
+    _engine_arguments(bn)
+    bn.add_argument("--model", help="model name (default: the first of /v1/models)")
+    bn.add_argument("--concurrency", default="1,4,16", help="levels, comma separated")
+    bn.add_argument("--requests-per-level", type=int, help="requests per level (default 5 x level)")
+    bn.add_argument("--max-tokens", type=int, default=128)
+    bn.add_argument("--warmup", type=int, default=1, help="unmeasured requests before the sweep")
+    bn.add_argument("--request-timeout", type=float, default=600.0)
+    bn.add_argument(
+        "--ab",
+        metavar="BACKEND",
+        help="also serve with --all2all-backend BACKEND (e.g. allgather_reducescatter) "
+        "and run the same sweep: needs --cmd or a plan",
+    )
+    bn.add_argument("--cmd", help="serve command for --ab (default: the plan's leader command)")
+    bn.add_argument("--startup-budget", type=float, default=1800.0, metavar="S")
+    bn.add_argument("-o", "--output", metavar="DIR", help="write bench.json and bench.csv here")
+
+
+def _launch_common(p: argparse.ArgumentParser) -> None:
+    # where to run: this host (default), SSH hosts, Kubernetes pods; the flags of diagnose.
+    # Ours come after, so our -y/--yes is the one that stays.
+    add_target_arguments(p)
+    p.add_argument("--plan", metavar="FILE", help="plan.json from `epdoctor plan`")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask before starting")
+    p.add_argument("--dry-run", action="store_true", help="print the commands and exit")
+    p.add_argument("--no-preflight", action="store_true", help="skip the read-only diagnose")
+    p.add_argument("--force", action="store_true", help="launch even if the preflight fails")
+    p.add_argument(
+        "--detach",
+        action="store_true",
+        help="leave the processes running and exit, printing the command that stops them "
+        "(without it, everything started is stopped on any exit: Ctrl-C, SIGTERM, SIGHUP)",
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--no-live", action="store_true", help="no live panes, even in a terminal")
+    p.add_argument(
+        "--run-dir", help="where logs go on each node (default /tmp/epdoctor-run-<time>)"
+    )
+    p.add_argument(
+        "--python",
+        help="python with PyTorch on the nodes (default: this one if it has torch, else python3)",
+    )
+
+
+def _engine_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", choices=ENGINES, help="engine (default: plan, else vllm)")
+    p.add_argument("--url", default="http://127.0.0.1:8000", help="the leader's HTTP address")
+
+
+OPTIONS = {
+    "kernel-test": KernelTestOptions,
+    "serve": ServeOptions,
+    "smoke": SmokeOptions,
+    "bench": BenchOptions,
+}
+
+
+def to_launch_request(
+    args: argparse.Namespace, plan: dict[str, Any] | None = None
+) -> LaunchRequest:
+    """`epdoctor run WHAT ...` as a request; ``plan`` is the plan at hand when no --plan is
+    given (the app's). The options' fields are the flags' dests: a plain copy."""
+    a = vars(args)
+    kind = OPTIONS[args.what]
+    fields = {f.name: a[f.name] for f in dataclasses.fields(kind) if f.name in a}
+    if "test_arg" in fields:
+        fields["test_arg"] = tuple(fields["test_arg"])
+    return LaunchRequest(
+        what=args.what,
+        options=kind(**fields),
+        targets=to_target_spec(args),
+        plan_file=args.plan,
+        plan=dict(plan or {}),
+        yes=args.yes,
+        dry_run=args.dry_run,
+        preflight=not args.no_preflight,
+        force=args.force,
+        detach=args.detach,
+        json=args.json,
+        live=not args.no_live,
+    )
+
+
+def run_parser() -> argparse.ArgumentParser:
+    """`epdoctor run ...` alone, checked as the command line checks it."""
+    parser = Parser(prog="epdoctor")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    add_run_arguments(sub.add_parser("run"))
+    checked(parser)
+    return parser
+
+
+def parse_run_flags(what: str, flags: str, target_argv: Sequence[str] = ()) -> argparse.Namespace:
+    """`epdoctor run WHAT TARGET-FLAGS FLAGS` from a free-text field (errors as ValueError, in
+    the command line's words). Target flags in `flags` come last, so they override the app's."""
+    err = io.StringIO()
+    try:
+        argv = ["run", what, *target_argv, *shlex.split(flags)]
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            return run_parser().parse_args(argv)
+    except SystemExit as exc:
+        lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+        raise ValueError(lines[-1] if lines else f"bad flags for {what}") from exc
+    except ValueError as exc:
+        raise ValueError(f"cannot read the flags: {exc}") from exc

@@ -18,8 +18,6 @@ memory.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
 import shlex
 import threading
@@ -71,23 +69,14 @@ def evidence_text(evidence: str) -> str:
 def parse_run_flags(what: str, flags: str, target_argv: list[str] | None = None) -> Any:
     """`epdoctor run WHAT TARGET-FLAGS FLAGS`, parsed by the command's own parser (errors as
     ValueError). Target flags in `flags` come last, so they override the app's."""
-    from epdoctor.cli import build_parser
+    from epdoctor.options import parse_run_flags as parse
 
-    err = io.StringIO()
-    try:
-        argv = ["run", what, *(target_argv or []), *shlex.split(flags)]
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            return build_parser().parse_args(argv)
-    except SystemExit as exc:
-        lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
-        raise ValueError(lines[-1] if lines else f"bad flags for {what}") from exc
-    except ValueError as exc:
-        raise ValueError(f"cannot read the flags: {exc}") from exc
+    return parse(what, flags, target_argv or [])
 
 
 def styler() -> Any:
     """The launch layer's signature highlighter (known banners, warnings, failures)."""
-    from epdoctor.launch.panes import style_of
+    from epdoctor.reports.launch_panes import style_of
 
     return style_of
 
@@ -96,13 +85,13 @@ def prepare(
     what: str, flags: str, plan: Any | None, target_argv: list[str] | None = None
 ) -> Launch:
     """The launch `epdoctor run` would make on the app's target: config, nodes, commands."""
-    from epdoctor.commands import run as runcmd
+    from epdoctor.launch import config
     from epdoctor.launch.nodes import open_nodes
     from epdoctor.launch.session import Launch
-    from epdoctor.options import to_target_spec
+    from epdoctor.options import to_launch_request, to_target_spec
 
     args = parse_run_flags(what, flags, target_argv)
-    doc = runcmd.load_plan(args.plan) if args.plan else (plan.to_json() if plan else {})
+    doc = config.load_plan(args.plan) if args.plan else (plan.to_json() if plan else {})
     if what in ("smoke", "bench"):  # HTTP to the leader: nothing starts on a node
         model = args.model or "the first model of /v1/models"
         if what == "smoke":
@@ -121,11 +110,11 @@ def prepare(
         if what == "kernel-test":
             from epdoctor.launch.kernel_test import describe
 
-            cfg = runcmd.kernel_config(args, doc, nodes)
+            cfg = config.kernel_config(to_launch_request(args).options, doc, nodes)
             return Launch(what, describe(cfg), args, doc, cfg, nodes)
         from epdoctor.launch.serve import describe as sdescribe
 
-        cfg = runcmd.serve_config(args, doc, nodes)
+        cfg = config.serve_config(to_launch_request(args).options, doc, nodes)
         return Launch(what, sdescribe(cfg), args, doc, cfg, nodes)
     except BaseException:
         Launch(what, [], args, doc, None, nodes).close()  # the connections made for nothing

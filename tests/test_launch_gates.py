@@ -260,7 +260,7 @@ def test_channels_over_the_network_plugin_count_as_traffic_on_a_nic():
 
 def test_the_reason_efa_is_not_expected_matches_the_launch():
     from epdoctor.cli import build_parser
-    from epdoctor.commands.run import kernel_config
+    from epdoctor.launch.config import kernel_config
     from epdoctor.launch.launcher import LocalNode
 
     def expect(*flags: str, nodes: int):

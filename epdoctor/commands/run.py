@@ -11,7 +11,6 @@ the run; nothing is left running unless `--detach`, which prints how to stop it.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -19,166 +18,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from epdoctor.launch import config
+from epdoctor.options import to_launch_request, to_target_spec
+
 NAME = "run"
 HELP = (
     "launch and verify: kernel test, serve, smoke request, benchmark (shows commands, asks first)"
 )
 
-ENGINES = ("vllm", "dynamo", "tensorrt-llm", "sglang")
-
-
 def register(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="what", metavar="WHAT")
-    kt = sub.add_parser(
-        "kernel-test",
-        conflict_handler="resolve",
-        help="EP all-to-all kernel test, gated on every rank",
-        description="EP all-to-all kernel test gated on every node's exit code, "
-        "every rank's numerics and network, and EFA counters.",
-    )
-    _common(kt)
-    kind = kt.add_mutually_exclusive_group()
-    kind.add_argument(
-        "--builtin",
-        action="store_const",
-        dest="kind",
-        const="builtin",
-        help="epdoctor's own dispatch/combine test, PyTorch only (default)",
-    )
-    kind.add_argument(
-        "--deepep", metavar="DIR", help="DeepEP-V2 checkout: tests/elastic/test_ep.py"
-    )
-    kind.add_argument(
-        "--trtllm",
-        action="store_const",
-        dest="kind",
-        const="trtllm",
-        help="TensorRT-LLM NcclEP CommunicationFactory probe",
-    )
-    kt.add_argument("--gpus", type=int, help="processes (GPUs) per node (default: plan, else 1)")
-    kt.add_argument(
-        "--tokens", help="tokens per rank, a comma list sweeps (built-in; default 4096)"
-    )
-    kt.add_argument(
-        "--baseline",
-        action="store_true",
-        help="also time plain all_to_all_single of the same bytes (built-in)",
-    )
-    kt.add_argument(
-        "--backend",
-        choices=("nccl", "gloo"),
-        default="nccl",
-        help="built-in only: gloo runs the same exchange on CPU",
-    )
-    kt.add_argument(
-        "--test-arg",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="extra argument for the test (repeatable), e.g. --test-arg=--hidden=4096",
-    )
-    efa = kt.add_mutually_exclusive_group()
-    efa.add_argument(
-        "--expect-efa",
-        dest="expect_efa",
-        action="store_const",
-        const=True,
-        help="demand the efa-direct banner on every rank (default on several nodes)",
-    )
-    efa.add_argument("--no-expect-efa", dest="expect_efa", action="store_const", const=False)
-    kt.add_argument("--efa-count", type=int, help="EFA NICs per node (default: plan)")
-    kt.add_argument("--timeout", type=float, default=900.0, help="seconds before it is stopped")
-    kt.add_argument("--master-port", type=int, default=29511)
-    kt.add_argument(
-        "--master-addr", help="rendezvous address of the first node (default: its address as given)"
-    )
-    kt.add_argument(
-        "--regate",
-        metavar="RUN_DIR",
-        help="start nothing: gate a finished run again from its logs and report.json",
-    )
-    kt.add_argument(
-        "--isolate",
-        action="store_true",
-        help="run the built-in test on node pairs and half-splits; report outliers",
-    )
+    from epdoctor.options import add_run_arguments
 
-    sv = sub.add_parser(
-        "serve",
-        conflict_handler="resolve",
-        help="start the engine, follow every log, wait for readiness",
-    )
-    _common(sv)
-    _engine(sv)
-    sv.add_argument("--cmd", help="leader command (default: the plan's)")
-    sv.add_argument("--worker-cmd", default=None, help="worker command (default: the plan's)")
-    sv.add_argument("--startup-budget", type=float, default=1800.0, metavar="S")
-
-    sm = sub.add_parser(
-        "smoke",
-        conflict_handler="resolve",
-        help="one chat completion at temperature 0 through the leader",
-    )
-    _common(sm)
-    _engine(sm)
-    sm.add_argument("--model", help="model name (default: the first of /v1/models)")
-    sm.add_argument("--max-tokens", type=int, default=64)
-
-    bn = sub.add_parser(
-        "bench",
-        conflict_handler="resolve",
-        help="warm-up + N requests per concurrency level, honest stats",
-    )
-    _common(bn)
-    _engine(bn)
-    bn.add_argument("--model", help="model name (default: the first of /v1/models)")
-    bn.add_argument("--concurrency", default="1,4,16", help="levels, comma separated")
-    bn.add_argument("--requests-per-level", type=int, help="requests per level (default 5 x level)")
-    bn.add_argument("--max-tokens", type=int, default=128)
-    bn.add_argument("--warmup", type=int, default=1, help="unmeasured requests before the sweep")
-    bn.add_argument("--request-timeout", type=float, default=600.0)
-    bn.add_argument(
-        "--ab",
-        metavar="BACKEND",
-        help="also serve with --all2all-backend BACKEND (e.g. allgather_reducescatter) "
-        "and run the same sweep: needs --cmd or a plan",
-    )
-    bn.add_argument("--cmd", help="serve command for --ab (default: the plan's leader command)")
-    bn.add_argument("--startup-budget", type=float, default=1800.0, metavar="S")
-    bn.add_argument("-o", "--output", metavar="DIR", help="write bench.json and bench.csv here")
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    from epdoctor.options import add_target_arguments
-
-    # where to run: this host (default), SSH hosts, Kubernetes pods; the flags of diagnose.
-    # Ours come after, so our -y/--yes is the one that stays.
-    add_target_arguments(p)
-    p.add_argument("--plan", metavar="FILE", help="plan.json from `epdoctor plan`")
-    p.add_argument("-y", "--yes", action="store_true", help="do not ask before starting")
-    p.add_argument("--dry-run", action="store_true", help="print the commands and exit")
-    p.add_argument("--no-preflight", action="store_true", help="skip the read-only diagnose")
-    p.add_argument("--force", action="store_true", help="launch even if the preflight fails")
-    p.add_argument(
-        "--detach",
-        action="store_true",
-        help="leave the processes running and exit, printing the command that stops them "
-        "(without it, everything started is stopped on any exit: Ctrl-C, SIGTERM, SIGHUP)",
-    )
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--no-live", action="store_true", help="no live panes, even in a terminal")
-    p.add_argument(
-        "--run-dir", help="where logs go on each node (default /tmp/epdoctor-run-<time>)"
-    )
-    p.add_argument(
-        "--python",
-        help="python with PyTorch on the nodes (default: this one if it has torch, else python3)",
-    )
-
-
-def _engine(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", choices=ENGINES, help="engine (default: plan, else vllm)")
-    p.add_argument("--url", default="http://127.0.0.1:8000", help="the leader's HTTP address")
+    add_run_arguments(parser)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -203,108 +54,18 @@ class Out:
             self.gone = True
 
 
-def load_plan(path: str | None) -> dict[str, Any]:
-    from epdoctor.model import EpdoctorError
-
-    if not path:
-        return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise EpdoctorError(f"cannot read plan {path}: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise EpdoctorError(f"{path} is not a plan (expected a JSON object)")
-    return doc
-
-
-def plan_env(plan: dict[str, Any]) -> dict[str, str]:
-    return {
-        str(e["name"]): str(e["value"])
-        for e in plan.get("env") or []
-        if isinstance(e, dict) and "name" in e and "value" in e
-    }
-
-
-def default_python() -> str:
-    if importlib.util.find_spec("torch") is not None:
-        return sys.executable
-    return "python3"
-
-
-def run_dir(args: argparse.Namespace, what: str) -> str:
-    return args.run_dir or f"/tmp/epdoctor-{what}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
 def nodes_from_args(args: argparse.Namespace, plan: dict[str, Any] | None = None) -> list[Any]:
-    """Where the launch runs: the SSH hosts / pods the target flags name; else the plan's
-    pods (a Kubernetes plan); else this host. A plan for several bare nodes names no
-    address this host could stand in for: it is refused, naming what to pass."""
-    from epdoctor.launch.nodes import nodes_for, open_nodes
-    from epdoctor.options import to_target_spec
+    """Where the launch runs (epdoctor.launch.nodes.launch_nodes); closed at the end."""
+    from epdoctor.launch.nodes import launch_nodes
 
-    targets = plan_targets(args, plan or {})
-    nodes = nodes_for(targets) if targets is not None else open_nodes(to_target_spec(args))
+    nodes = launch_nodes(to_target_spec(args), plan or {}, args.plan)
     _OPEN.extend(nodes)
     return nodes
 
 
-def plan_targets(args: argparse.Namespace, plan: dict[str, Any]) -> list[Any] | None:
-    """The targets a plan names when no target flag does: the StatefulSet pods of a
-    Kubernetes plan (NAME-0 .. NAME-(N-1), leader first, in the plan's namespace or -n's).
-    None: the target flags (or this host) decide."""
-    from epdoctor.model import EpdoctorError
-    from epdoctor.options import to_target_spec
-
-    inp = plan.get("input") if isinstance(plan.get("input"), dict) else {}
-    target = inp.get("target")
-    if not plan or to_target_spec(args).names_targets:  # given, the target flags win
-        return None
-    nodes = int(plan.get("nodes") or inp.get("nodes") or 1)
-    if target == "bare":
-        hosts = [str(h) for h in inp.get("hosts") or []]
-        if nodes > 1 or hosts:
-            where = ",".join(hosts) if hosts else ",".join(f"NODE{i}" for i in range(nodes))
-            raise EpdoctorError(
-                f"{args.plan} plans {nodes} bare node(s); name them: --ssh {where} "
-                "(leader first; or --hosts FILE)"
-            )
-        return None
-    if target != "kubernetes":
-        return None
-    name = str(plan.get("name") or inp.get("name") or "")
-    namespace = getattr(args, "namespace", None) or str(inp.get("namespace") or "default")
-    if not name:
-        raise EpdoctorError(f"{args.plan} names no StatefulSet: pass --pod NAME or -l SELECTOR")
-    return plan_pods(args, name, namespace, nodes)
-
-
-def plan_pods(args: argparse.Namespace, name: str, namespace: str, count: int) -> list[Any]:
-    """The pods NAME-0 .. NAME-(count-1) in `namespace`, each checked to exist, leader first."""
-    from epdoctor.model import EpdoctorError
-    from epdoctor.targets import kube
-    from epdoctor.targets.base import TargetError
-
-    pods = [f"{name}-{i}" for i in range(count)]
-    shown = pods[0] if count == 1 else f"{pods[0]} .. {pods[-1]}"
-    try:
-        session = kube.KubeSession.connect(
-            getattr(args, "context", None),
-            getattr(args, "kubeconfig", None),
-            getattr(args, "request_timeout", None),
-        )
-        found = [kube.select_pods(session, namespace=namespace, pod=p)[0] for p in pods]
-        container = getattr(args, "container", None)
-        return [kube.KubePodTarget(session, p, container) for p in found]
-    except TargetError as exc:
-        hint = (
-            "apply the plan's manifest first, or name the pods with --pod / -l"
-            if "not found" in str(exc)
-            else "or name where to run with --pod, -l or --ssh"
-        )
-        raise EpdoctorError(
-            f"{args.plan} runs in the pods {shown} (namespace {namespace}): {exc}; {hint}"
-        ) from exc
+def _opts(args: argparse.Namespace) -> Any:
+    """The typed options of `epdoctor run WHAT`."""
+    return to_launch_request(args).options
 
 
 _OPEN: list[Any] = []  # nodes this invocation opened: their connections close at the end
@@ -348,22 +109,15 @@ def preflight(
 ) -> int | None:
     """Read-only diagnose of every node first. None: go on; else the exit code."""
     from epdoctor import exitcodes
-    from epdoctor.diagnose import diagnose_many
-    from epdoctor.model import Context, Status
-    from epdoctor.targets.base import ProbeOptions
+    from epdoctor.launch.preflight import preflight as diagnose_first
+    from epdoctor.launch.preflight import preflight_targets
 
     if args.no_preflight:
         return None
-    targets = preflight_targets(args, len(nodes), plan)
+    targets = preflight_targets(to_target_spec(args), plan or {}, args.plan, len(nodes))
     out.print("[dim]preflight: read-only diagnose of every node...[/dim]")
-    diags = diagnose_many(targets, Context(engine=engine), ProbeOptions(timeout_s=60))
-    failing = [
-        (d.result.target.name, f)
-        for d in diags
-        for f in d.result.findings
-        if f.status is Status.FAIL
-    ]
-    errors = [d.result.error for d in diags if d.result.error]
+    pre = diagnose_first(targets, engine)
+    failing, errors = pre.failing, pre.errors
     for e in errors:
         out.print(f"[red]preflight could not run: {e}[/red]")
     for name, f in failing:
@@ -387,26 +141,6 @@ def preflight(
     return exitcodes.FINDINGS
 
 
-def preflight_targets(
-    args: argparse.Namespace, count: int, plan: dict[str, Any] | None = None
-) -> list[Any]:
-    """Fresh targets for the read-only diagnose (diagnose closes what it probed)."""
-    from epdoctor.model import EpdoctorError
-    from epdoctor.options import to_target_spec
-    from epdoctor.targets.base import TargetError
-    from epdoctor.targets.local import LocalTarget
-    from epdoctor.targets.selection import open_targets
-
-    planned = plan_targets(args, plan or {})
-    if planned is not None:
-        return planned
-    try:
-        targets = open_targets(to_target_spec(args))
-    except TargetError as exc:
-        raise EpdoctorError(str(exc)) from exc
-    return targets or [LocalTarget() for _ in range(count)]
-
-
 def live_loop(
     args: argparse.Namespace, out: Out, board: Any, step: Callable[[], bool], poll_s: float = 0.2
 ) -> None:
@@ -424,7 +158,7 @@ def live_loop(
 
 def line_sink(args: argparse.Namespace, out: Out, board: Any) -> Callable[[str, str], None]:
     """Lines go to the panes; outside a terminal only the highlighted ones are printed."""
-    from epdoctor.launch.panes import style_of
+    from epdoctor.reports.launch_panes import style_of
 
     plain = not out.json and (args.no_live or not out.console.is_terminal)
 
@@ -561,48 +295,11 @@ def run(args: argparse.Namespace) -> int:
             _OPEN.clear()
 
 
-def kernel_config(args: argparse.Namespace, plan: dict[str, Any], nodes: list[Any]) -> Any:
-    from epdoctor.launch.gates import NetworkExpectation
-    from epdoctor.launch.kernel_test import KernelTestConfig, builtin_args
-
-    kind = "deepep" if args.deepep else (args.kind or "builtin")
-    gpus = args.gpus or int(plan.get("gpus_per_node") or 1)
-    efa_count = args.efa_count or (int(plan["efa_per_node"]) if plan.get("efa_per_node") else None)
-    multi = len(nodes) > 1
-    expect_efa = args.expect_efa if args.expect_efa is not None else (True if multi else None)
-    if expect_efa:
-        reason = ""
-    elif multi:  # --no-expect-efa on several nodes: the operator's word, not a topology
-        reason = "--no-expect-efa"
-    else:
-        reason = "one node: ranks talk over NVLink/PCIe, not a NIC"
-    tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else None
-    test_args = list(builtin_args(tokens, args.baseline)) if kind == "builtin" else []
-    test_args += args.test_arg
-    return KernelTestConfig(
-        kind=kind,
-        nodes=nodes,
-        gpus=gpus,
-        run_dir=run_dir(args, "kernel-test"),
-        python=args.python or default_python(),
-        test_args=tuple(test_args),
-        env=plan_env(plan),
-        deepep_dir=args.deepep or "",
-        backend=args.backend,
-        expect=NetworkExpectation(
-            efa=expect_efa, efa_count=efa_count, multi_node=multi, reason=reason
-        ),
-        timeout_s=args.timeout,
-        master_port=args.master_port,
-        master_addr=args.master_addr or _first_address(nodes),
-    )
-
-
 def run_kernel_test(args: argparse.Namespace) -> int:
     from epdoctor import exitcodes
     from epdoctor.launch.kernel_test import KernelTestRun, describe
-    from epdoctor.launch.panes import PaneBoard
     from epdoctor.logwatch import log_watch_factory
+    from epdoctor.reports.launch_panes import PaneBoard
 
     out = Out(args)
     if args.regate:
@@ -613,11 +310,11 @@ def run_kernel_test(args: argparse.Namespace) -> int:
         except (OSError, ValueError, KeyError) as exc:
             out.print(f"[red]cannot re-gate {args.regate}: {exc}[/red]")
             return exitcodes.ERROR
-    plan = load_plan(args.plan)
+    plan = config.load_plan(args.plan)
     nodes = nodes_from_args(args, plan)
     if args.isolate:
         return run_isolate(args, out, plan, nodes)
-    cfg = kernel_config(args, plan, nodes)
+    cfg = config.kernel_config(_opts(args), plan, nodes)
     code = confirm(args, out, describe(cfg), f"the {cfg.kind} kernel test")
     if code is not None:
         return code
@@ -671,11 +368,6 @@ def _show_kernel_report(out: Out, report: Any, failed_early: bool) -> int:
     return exit_for(report.status)
 
 
-def _first_address(nodes: list[Any]) -> str:
-    """The rendezvous address: the first node's, as the others reach it."""
-    return str(getattr(nodes[0], "address", None) or "127.0.0.1")
-
-
 def run_isolate(args: argparse.Namespace, out: Out, plan: dict[str, Any], nodes: list[Any]) -> int:
     """The built-in test on node pairs (half-splits first on large fleets); outliers reported."""
     from epdoctor import exitcodes
@@ -688,10 +380,10 @@ def run_isolate(args: argparse.Namespace, out: Out, plan: dict[str, Any], nodes:
             "has one[/red]"
         )
         return exitcodes.ERROR
-    args.deepep, args.kind = None, "builtin"
+    opts = config.isolate_options(_opts(args))
     by_name = {n.name: n for n in nodes}
     pairs = iso.pair_plan(list(by_name))
-    sample = kernel_config(args, plan, [by_name[p] for p in pairs[0]])
+    sample = config.kernel_config(opts, plan, [by_name[p] for p in pairs[0]])
     lines = [
         f"{len(pairs)} pair runs (half-splits first from {iso.HALVES_FROM} nodes), each:",
         *describe(sample),
@@ -705,7 +397,7 @@ def run_isolate(args: argparse.Namespace, out: Out, plan: dict[str, Any], nodes:
 
     def run_group(group: Any) -> Any:
         members = [by_name[n] for n in group]
-        cfg = kernel_config(args, plan, members)
+        cfg = config.kernel_config(opts, plan, members)
         cfg.run_dir = f"{cfg.run_dir}/{'+'.join(group)}"
         report = run_to_end(KernelTestRun(cfg))
         return iso.from_report(report, list(group), cfg.gpus)
@@ -796,36 +488,6 @@ def _detached(out: Out, group: Any, rdir: str) -> int:
 
 
 # --------------------------------------------------------------------------- serve
-def _engine_of(args: argparse.Namespace, plan: dict[str, Any]) -> str:
-    return args.engine or str((plan.get("input") or {}).get("engine") or "vllm")
-
-
-def serve_config(
-    args: argparse.Namespace, plan: dict[str, Any], nodes: list[Any], leader_cmd: str | None = None
-) -> Any:
-    from epdoctor.launch.serve import ServeConfig
-    from epdoctor.model import EpdoctorError
-
-    cmds = plan.get("commands") or {}
-    leader = leader_cmd or getattr(args, "cmd", None) or cmds.get("leader")
-    if not leader:
-        raise EpdoctorError("no serve command: pass --cmd or --plan plan.json")
-    worker = getattr(args, "worker_cmd", None)
-    if worker is None:
-        worker = cmds.get("worker") or ""
-    return ServeConfig(
-        nodes=nodes,
-        leader_cmd=leader,
-        worker_cmd=worker if len(nodes) > 1 else "",
-        engine=_engine_of(args, plan),
-        url=args.url,
-        run_dir=run_dir(args, "serve"),
-        env=plan_env(plan),
-        budget_s=args.startup_budget,
-        leader_addr=getattr(args, "master_addr", None) or _first_address(nodes),
-    )
-
-
 def make_serve_run(args: argparse.Namespace, out: Out, cfg: Any, board: Any) -> Any:
     from epdoctor.launch.serve import ServeRun
     from epdoctor.logwatch import log_watch_factory
@@ -867,14 +529,14 @@ def start_serving(args: argparse.Namespace, out: Out, srun: Any, board: Any) -> 
 
 def run_serve(args: argparse.Namespace) -> int:
     from epdoctor import exitcodes
-    from epdoctor.launch.panes import PaneBoard
     from epdoctor.launch.serve import describe
     from epdoctor.model import Status
+    from epdoctor.reports.launch_panes import PaneBoard
 
     out = Out(args)
-    plan = load_plan(args.plan)
+    plan = config.load_plan(args.plan)
     nodes = nodes_from_args(args, plan)
-    cfg = serve_config(args, plan, nodes)
+    cfg = config.serve_config(_opts(args), plan, nodes)
     code = confirm(args, out, describe(cfg), f"serving ({cfg.engine})")
     if code is not None:
         return code
@@ -921,7 +583,7 @@ def run_smoke(args: argparse.Namespace) -> int:
     from epdoctor.launch.counters import gate_since, snapshots
 
     out = Out(args)
-    plan = load_plan(args.plan)
+    plan = config.load_plan(args.plan)
     model = (
         args.model
         or smoke.first_model(args.url)
@@ -951,11 +613,11 @@ def run_smoke(args: argparse.Namespace) -> int:
 def run_bench(args: argparse.Namespace) -> int:
     from epdoctor import exitcodes
     from epdoctor.launch import bench, smoke
-    from epdoctor.launch.panes import PaneBoard
     from epdoctor.model import EpdoctorError, Status
+    from epdoctor.reports.launch_panes import PaneBoard
 
     out = Out(args)
-    plan = load_plan(args.plan)
+    plan = config.load_plan(args.plan)
     levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
     if not levels or any(c < 1 for c in levels):
         raise EpdoctorError(f"--concurrency: positive integers expected, got {args.concurrency!r}")
@@ -968,9 +630,11 @@ def run_bench(args: argparse.Namespace) -> int:
     ]
     cfgs: dict[str, Any] = {}
     if args.ab:
-        base_cfg = serve_config(args, plan, nodes)
+        base_cfg = config.serve_config(_opts(args).serve(), plan, nodes)
         cfgs["current"] = base_cfg
-        alt = serve_config(args, plan, nodes, bench.with_backend(base_cfg.leader_cmd, args.ab))
+        alt = config.serve_config(
+            _opts(args).serve(), plan, nodes, bench.with_backend(base_cfg.leader_cmd, args.ab)
+        )
         cfgs[args.ab] = alt
         arms = [("current", base_cfg.leader_cmd), (args.ab, alt.leader_cmd)]
         lines = [f"serve: bash -c {c!r}, then the sweep, then stop" for _, c in arms] + lines

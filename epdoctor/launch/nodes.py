@@ -40,6 +40,65 @@ def open_nodes(spec: TargetSpec) -> list[Node]:
     return nodes_for(targets)
 
 
+def launch_nodes(spec: TargetSpec, plan: dict[str, Any], plan_file: str | None) -> list[Node]:
+    """Where the launch runs: the SSH hosts / pods the target flags name; else the plan's
+    pods (a Kubernetes plan); else this host. A plan for several bare nodes names no
+    address this host could stand in for: it is refused, naming what to pass."""
+    targets = plan_targets(spec, plan, plan_file)
+    return nodes_for(targets) if targets is not None else open_nodes(spec)
+
+
+def plan_targets(spec: TargetSpec, plan: dict[str, Any], plan_file: str | None) -> list[Any] | None:
+    """The targets a plan names when no target flag does: the StatefulSet pods of a
+    Kubernetes plan (NAME-0 .. NAME-(N-1), leader first, in the plan's namespace or -n's).
+    None: the target flags (or this host) decide."""
+    inp = plan.get("input") if isinstance(plan.get("input"), dict) else {}
+    target = inp.get("target")
+    if not plan or spec.names_targets:  # given, the target flags win over a plan
+        return None
+    nodes = int(plan.get("nodes") or inp.get("nodes") or 1)
+    if target == "bare":
+        hosts = [str(h) for h in inp.get("hosts") or []]
+        if nodes > 1 or hosts:
+            where = ",".join(hosts) if hosts else ",".join(f"NODE{i}" for i in range(nodes))
+            raise EpdoctorError(
+                f"{plan_file} plans {nodes} bare node(s); name them: --ssh {where} "
+                "(leader first; or --hosts FILE)"
+            )
+        return None
+    if target != "kubernetes":
+        return None
+    name = str(plan.get("name") or inp.get("name") or "")
+    namespace = spec.namespace or str(inp.get("namespace") or "default")
+    if not name:
+        raise EpdoctorError(f"{plan_file} names no StatefulSet: pass --pod NAME or -l SELECTOR")
+    return plan_pods(spec, name, namespace, nodes, plan_file)
+
+
+def plan_pods(
+    spec: TargetSpec, name: str, namespace: str, count: int, plan_file: str | None
+) -> list[Any]:
+    """The pods NAME-0 .. NAME-(count-1) in `namespace`, each checked to exist, leader first."""
+    from epdoctor.targets import kube
+    from epdoctor.targets.base import TargetError
+
+    pods = [f"{name}-{i}" for i in range(count)]
+    shown = pods[0] if count == 1 else f"{pods[0]} .. {pods[-1]}"
+    try:
+        session = kube.KubeSession.connect(spec.context, spec.kubeconfig, spec.request_timeout)
+        found = [kube.select_pods(session, namespace=namespace, pod=p)[0] for p in pods]
+        return [kube.KubePodTarget(session, p, spec.container) for p in found]
+    except TargetError as exc:
+        hint = (
+            "apply the plan's manifest first, or name the pods with --pod / -l"
+            if "not found" in str(exc)
+            else "or name where to run with --pod, -l or --ssh"
+        )
+        raise EpdoctorError(
+            f"{plan_file} runs in the pods {shown} (namespace {namespace}): {exc}; {hint}"
+        ) from exc
+
+
 def nodes_for(targets: list[Any]) -> list[Node]:
     nodes: list[Node] = []
     for t in targets:
