@@ -43,6 +43,7 @@ from epdoctor.checks.base import Context  # noqa: E402
 from epdoctor.checks.drift import drift_findings  # noqa: E402
 from epdoctor.cli import build_parser  # noqa: E402
 from epdoctor.diagnose import diagnose_many  # noqa: E402
+from epdoctor.options import to_target_spec  # noqa: E402
 from epdoctor.targets import ssh_cli  # noqa: E402
 from epdoctor.targets.base import ProbeOptions  # noqa: E402
 from epdoctor.targets.probe_script import node_probe_source  # noqa: E402
@@ -54,7 +55,7 @@ def run_epdoctor(lab: SshLab, specs: list[str]) -> tuple[float, float]:
     """The diagnose pipeline in this process: flags -> targets -> fan-out -> checks -> drift."""
     args = build_parser().parse_args(["diagnose", *lab.cli_args(*specs)])
     t0 = time.perf_counter()
-    targets = ssh_cli.from_args(args)
+    targets = ssh_cli.from_spec(to_target_spec(args))
     diags = diagnose_many(targets, Context(), ProbeOptions(timeout_s=60), parallel=len(specs))
     drift_findings(diags) if len(diags) > 1 else None
     elapsed = time.perf_counter() - t0

@@ -107,7 +107,7 @@ def generate(path: Path, size: int, seed: int = 1) -> None:
 RUNNER = r"""
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[2])
-from epdoctor.checks.logs import analyze_paths
+from epdoctor.logwatch import analyze_paths
 t = time.perf_counter()
 a = analyze_paths([sys.argv[1]])
 dt = time.perf_counter() - t

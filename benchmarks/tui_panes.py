@@ -71,7 +71,7 @@ def run_console(seconds: float, rate: int, panes: int) -> dict:
     from rich.console import Console
     from rich.text import Text
 
-    from epdoctor.launch.panes import style_of
+    from epdoctor.reports.launch_panes import style_of
 
     console = Console(
         file=open(os.devnull, "w"),  # noqa: SIM115 - lives as long as the process

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import math
 import os
 import pkgutil
 import sys
@@ -20,7 +19,11 @@ from collections.abc import Sequence
 
 from epdoctor import __version__, exitcodes
 from epdoctor.model import EpdoctorError
-from epdoctor.redact import redact_text
+
+# The parser and its checks are the flags module's (the terminal app's flag fields use them too)
+from epdoctor.options import ZERO_OK, Parser, checked
+
+__all__ = ["ZERO_OK", "Parser", "build_parser", "main"]
 
 # Shown first in --help, in this order; other discovered commands follow.
 ORDER = ["diagnose", "logs", "collect", "explain", "traps", "lint", "plan", "run", "tui"]
@@ -32,77 +35,6 @@ def _command_modules() -> list[object]:
     names = [m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")]
     names.sort(key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
     return [importlib.import_module(f"epdoctor.commands.{n}") for n in names]
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with a short answer to wrong input: the command's own usage line and the error."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        message = redact_text(message)  # argparse quotes what was typed (--api-key X, a token)
-        self.exit(exitcodes.ERROR, f"usage: {short_usage(self)}\n{self.prog}: error: {message}\n")
-
-
-def short_usage(p: argparse.ArgumentParser) -> str:
-    """`epdoctor lint [options] PATH [PATH ...]`: positionals only, options behind --help."""
-    parts = [p.prog]
-    if any(a.option_strings and a.help is not argparse.SUPPRESS for a in p._actions):
-        parts.append("[options]")
-    for a in p._actions:
-        if a.option_strings or a.help is argparse.SUPPRESS:
-            continue
-        if isinstance(a, argparse._SubParsersAction):
-            parts.append(f"{a.metavar or '{' + ','.join(a.choices) + '}'} ...")
-            continue
-        name = a.metavar if isinstance(a.metavar, str) else a.dest.upper()
-        shapes = {"?": f"[{name}]", "*": f"[{name} ...]", "+": f"{name} [{name} ...]"}
-        parts.append(shapes.get(str(a.nargs), name))
-    return " ".join(parts) + f"  (`{p.prog} --help` lists them all)"
-
-
-# Numeric flags where 0 is a real answer; every other int/float flag must be above 0.
-ZERO_OK = {"warmup"}
-
-
-def _number(kind: type, dest: str) -> argparse.Action:
-    low = 0 if dest in ZERO_OK else None
-    port = dest.endswith("port")
-    word = "a whole number" if kind is int else "a number"
-    want = f"{word} of 0 or more" if low == 0 else f"{word} above 0"
-    if port:
-        want = "a port number (1-65535)"
-
-    def parse(text: str):  # type: ignore[no-untyped-def]
-        try:
-            value = kind(text)
-        except ValueError:
-            value = None
-        ok = value is not None and math.isfinite(value)
-        ok = ok and (value >= 0 if low == 0 else value > 0) and (not port or value <= 65535)
-        if not ok:
-            raise argparse.ArgumentTypeError(f"must be {want}, not {text!r}")
-        return value
-
-    parse.__name__ = kind.__name__
-    return parse  # type: ignore[return-value]
-
-
-def _walk(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
-    found = [parser]
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for child in dict.fromkeys(action.choices.values()):
-                found += _walk(child)
-    return found
-
-
-def _checked(parser: argparse.ArgumentParser) -> None:
-    """Every numeric flag of every command refuses zero, negatives, nan and inf at parse time,
-    and each parser remembers itself so a stray argument is answered by its own usage."""
-    for p in _walk(parser):
-        p.set_defaults(_parser=p)
-        for a in p._actions:
-            if a.type in (int, float):
-                a.type = _number(a.type, a.dest)  # type: ignore[arg-type]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -121,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)  # type: ignore[attr-defined]
         mod.register(p)  # type: ignore[attr-defined]
         p.set_defaults(_run=mod.run)  # type: ignore[attr-defined]
-    _checked(parser)
+    checked(parser)
     return parser
 
 

@@ -1,5 +1,8 @@
 """The diagnose pipeline: targets -> probe output -> facts -> checks -> findings.
 
+``diagnose(request)`` is the one place a diagnosis is assembled, for the command line
+and the terminal app alike: every target's result, the fleet findings (drift between
+nodes) and, when logs are given, their analysis, as one ``Report``.
 ``diagnose_many`` fans out over targets with a bounded pool and a per-target
 deadline, so one dead host never stalls the rest: its failure becomes that
 target's error line.
@@ -16,15 +19,19 @@ import concurrent.futures as cf
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from epdoctor.checks import load_all
-from epdoctor.checks.base import Context, run_checks
+from epdoctor.checks.base import run_checks
 from epdoctor.facts.node import NodeFacts, build_node_facts
 from epdoctor.facts.probe_doc import ProbeDocError, load_probe_doc
-from epdoctor.model import TargetInfo, TargetResult
+from epdoctor.model import Context, EpdoctorError, Finding, TargetInfo, TargetResult
 from epdoctor.redact import redact_obj, redact_text
+from epdoctor.requests import DiagnoseRequest
 from epdoctor.targets.base import ProbeOptions, Target, TargetError
+
+if TYPE_CHECKING:
+    from epdoctor.logwatch import LogAnalysis
 
 Progress = Callable[[Target, str], None]  # (target, state) with state in start/done/error
 
@@ -37,6 +44,85 @@ class Diagnosis:
     node: NodeFacts | None = None
     probe_doc: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    """One diagnosis: every target's result, what differs between them, and the logs read."""
+
+    diagnoses: list[Diagnosis]
+    fleet: list[Finding] = field(default_factory=list)  # drift between the targets
+    logs: LogAnalysis | None = None  # the --log files, their findings on a target's result
+
+    @property
+    def results(self) -> list[TargetResult]:
+        return [d.result for d in self.diagnoses]
+
+    def gated(self) -> list[TargetResult]:
+        """What an exit code is judged on: every target's result and the fleet's."""
+        return self.results + ([fleet_result(self.fleet)] if self.fleet else [])
+
+
+def diagnose(
+    request: DiagnoseRequest,
+    targets: Sequence[Target] | None = None,
+    progress: Progress | None = None,
+) -> Report:
+    """Diagnose the targets (opened from ``request.targets`` unless given), compare them,
+    and read the request's logs; a log that cannot be read is an EpdoctorError."""
+    if targets is None:
+        from epdoctor.targets.selection import open_targets
+
+        try:
+            targets = open_targets(request.targets)
+        except TargetError as exc:
+            raise EpdoctorError(str(exc)) from exc
+    diagnoses = diagnose_many(
+        targets, request.context, request.probe, parallel=request.parallel, progress=progress
+    )
+    report = Report(diagnoses, fleet_findings(diagnoses))
+    if request.logs:
+        report.logs = _attach_logs(report.results, request.logs, request.context)
+    return report
+
+
+def fleet_findings(diagnoses: Sequence[Diagnosis]) -> list[Finding]:
+    """What differs between the targets that should be alike (none for a single target)."""
+    if len(diagnoses) < 2:
+        return []
+    from epdoctor.checks.drift import drift_findings
+
+    return list(drift_findings(list(diagnoses)))
+
+
+def fleet_result(fleet: list[Finding]) -> TargetResult:
+    """The fleet findings as one more result, for reports and exit codes."""
+    return TargetResult(TargetInfo("fleet", "fleet"), findings=fleet)
+
+
+def _attach_logs(results: list[TargetResult], paths: Sequence[str], ctx: Context) -> LogAnalysis:
+    """The logs' findings join the local target's result (else the first one), redacted."""
+    import zlib
+
+    from epdoctor.logwatch import analyze_paths
+
+    try:
+        logs = analyze_paths(paths, ctx)
+    except (OSError, EOFError, zlib.error) as exc:  # EOFError, zlib.error: a cut .gz
+        raise EpdoctorError(f"cannot read log: {exc} (truncated or corrupt?)") from exc
+    if results:
+        target = next((r for r in results if r.target.kind == "local"), results[0])
+        target.findings.extend(logs.findings)
+    for r in results:  # log lines are redacted as they enter the log facts; again here
+        r.findings = [_redacted(f) for f in r.findings]
+    return logs
+
+
+def _redacted(f: Finding) -> Finding:
+    from dataclasses import replace
+
+    ev = tuple(redact_text(e) for e in f.evidence)
+    return replace(f, title=redact_text(f.title), evidence=ev, fix=redact_text(f.fix))
 
 
 def diagnose_target(target: Target, ctx: Context, options: ProbeOptions) -> Diagnosis:

@@ -124,6 +124,20 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class Context:
+    """What the operator told us about the intended stack.
+
+    transport None means "not chosen": checks whose verdict depends on the
+    transport report what each transport would need instead of failing.
+    """
+
+    transport: str | None = None
+    engine: str | None = None
+    instance: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class TargetInfo:
     """Where a diagnosis came from: kind is local, ssh, pod, bundle or job."""
 

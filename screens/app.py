@@ -25,7 +25,7 @@ from textual.app import App, ScreenStackError
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from epdoctor.checks.base import Context
+from epdoctor.model import Context
 
 
 @dataclass
@@ -122,13 +122,13 @@ class EpdoctorApp(App[int]):
     @work(thread=True, exclusive=True, group="diagnose")
     def diagnose(self, argv: list[str]) -> None:
         """Resolve the target flags and diagnose every target concurrently."""
-        from epdoctor.screens.targets import describe_targets, parse_target_flags
+        from epdoctor.screens.targets import describe_targets
 
-        from epdoctor.commands.diagnose import _fleet_findings
-        from epdoctor.diagnose import diagnose_many
+        from epdoctor.diagnose import diagnose
+        from epdoctor.options import parse_target_flags
         from epdoctor.redact import redact_text
-        from epdoctor.targets.base import ProbeOptions
-        from epdoctor.targets.selection import targets_from_args
+        from epdoctor.requests import DiagnoseRequest, ProbeOptions
+        from epdoctor.targets.selection import open_targets
 
         # What the screens get before a diagnosis (target names from the flags or an ssh
         # config, the header's label, an error quoting a path) passes the redactor here, as
@@ -136,7 +136,8 @@ class EpdoctorApp(App[int]):
         # while it is probed and once it is diagnosed.
         self.shared.target_argv = list(argv)
         try:
-            targets = targets_from_args(parse_target_flags(argv))
+            spec = parse_target_flags(argv)
+            targets = open_targets(spec)
         except Exception as exc:  # bad flags, unreadable bundle, a provider's client error
             text = str(exc) if isinstance(exc, (ValueError, OSError)) else f"{exc}"
             self.post_message(DiagnosisFailed(redact_text(text) or type(exc).__name__))
@@ -147,10 +148,9 @@ class EpdoctorApp(App[int]):
         def progress(target: Any, state: str) -> None:
             self.post_message(TargetProgress(redact_text(target.info.name), state))
 
-        diagnoses = diagnose_many(
-            targets, self.shared.ctx, ProbeOptions(timeout_s=60), progress=progress
-        )
-        self.post_message(DiagnosisDone(diagnoses, _fleet_findings(diagnoses)))
+        request = DiagnoseRequest(spec, self.shared.ctx, ProbeOptions(timeout_s=60), parallel=16)
+        report = diagnose(request, targets, progress=progress)
+        self.post_message(DiagnosisDone(report.diagnoses, report.fleet))
 
     def _forward(self, msg: Any) -> None:
         screen = getattr(self, "targets_screen", None)

@@ -3,11 +3,13 @@
 What runs and how it is gated is epdoctor.launch, configured exactly as
 `epdoctor run WHAT TARGET-FLAGS FLAGS` configures it: the target flags are the
 app's current target (the Targets screen sets them, the header names them:
-this host, SSH hosts or pods), the flags field is parsed by the same parser,
-and the configs and nodes are built by the same functions, so the commands in
-the confirmation dialog are the commands `epdoctor run` would show. Nothing
-starts before that dialog's yes. epdoctor.launch.session runs the launch on a
-worker thread; `s` or Ctrl-C stops everything started, on every node.
+this host, SSH hosts or pods), the flags field is parsed by the same flags
+module (epdoctor.options) into the same LaunchRequest, and the configs are built
+by the same functions (epdoctor.launch.config), so the commands in the
+confirmation dialog are the commands `epdoctor run` would show. Nothing starts
+before that dialog's yes. The one launch orchestrator, epdoctor.launch.session,
+runs the launch on a worker thread and reports its events here; `s` or Ctrl-C
+stops everything started, on every node.
 
 Lines come from the launch's worker thread (cleaned and styled there) into one
 buffer of per-pane batches; a timer takes the whole buffer at once a few times a
@@ -18,12 +20,11 @@ memory.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
 import shlex
 import threading
 from collections import deque
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from epdoctor.screens.explain import ConfirmScreen
@@ -68,26 +69,9 @@ def evidence_text(evidence: str) -> str:
     return (m.group("text") if m else evidence).strip()
 
 
-def parse_run_flags(what: str, flags: str, target_argv: list[str] | None = None) -> Any:
-    """`epdoctor run WHAT TARGET-FLAGS FLAGS`, parsed by the command's own parser (errors as
-    ValueError). Target flags in `flags` come last, so they override the app's."""
-    from epdoctor.cli import build_parser
-
-    err = io.StringIO()
-    try:
-        argv = ["run", what, *(target_argv or []), *shlex.split(flags)]
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            return build_parser().parse_args(argv)
-    except SystemExit as exc:
-        lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
-        raise ValueError(lines[-1] if lines else f"bad flags for {what}") from exc
-    except ValueError as exc:
-        raise ValueError(f"cannot read the flags: {exc}") from exc
-
-
 def styler() -> Any:
     """The launch layer's signature highlighter (known banners, warnings, failures)."""
-    from epdoctor.launch.panes import style_of
+    from epdoctor.reports.launch_panes import style_of
 
     return style_of
 
@@ -96,45 +80,41 @@ def prepare(
     what: str, flags: str, plan: Any | None, target_argv: list[str] | None = None
 ) -> Launch:
     """The launch `epdoctor run` would make on the app's target: config, nodes, commands."""
-    from epdoctor.commands import run as runcmd
-    from epdoctor.launch.nodes import nodes_from_args
+    from epdoctor.launch import config
+    from epdoctor.launch.nodes import open_nodes
     from epdoctor.launch.session import Launch
+    from epdoctor.options import parse_run_flags, to_launch_request
 
-    args = parse_run_flags(what, flags, target_argv)
-    doc = runcmd.load_plan(args.plan) if args.plan else (plan.to_json() if plan else {})
+    args = parse_run_flags(what, flags, target_argv or [])
+    req = to_launch_request(args, plan.to_json() if plan else None)
+    # The app follows what it starts until it is stopped: --detach, --isolate and --regate
+    # are the command line's.
+    req = replace(req, detach=False)
+    if what == "kernel-test":
+        req = replace(req, options=replace(req.options, isolate=False, regate=None))
+    doc, o = config.plan_of(req), req.options
     if what in ("kernel-test", "serve"):  # a Kubernetes plan: epdoctor/launch/kube_launch.py
         from epdoctor.launch.kube_launch import RolloutPlan, from_flags
 
-        named = any(getattr(args, k, None) for k in runcmd.TARGET_FLAGS)
-        rp = from_flags(args, doc, what, named)
+        rp = from_flags(args, doc, what, req.targets.names_targets)
         if isinstance(rp, RolloutPlan):
-            return Launch(what, rp.lines, args, doc, rp, [])
+            return Launch(what, rp.lines, req, doc, rp, [])
     if what in ("smoke", "bench"):  # HTTP to the leader: nothing starts on a node
-        model = args.model or "the first model of /v1/models"
+        model = o.model or "the first model of /v1/models"
         if what == "smoke":
-            line = (
-                f"POST {args.url}/v1/chat/completions (model {model}, max_tokens {args.max_tokens})"
-            )
+            line = f"POST {o.url}/v1/chat/completions (model {model}, max_tokens {o.max_tokens})"
         else:
             line = (
-                f"warm-up {args.warmup}, then per level {args.concurrency}: "
-                f"{args.requests_per_level or '5 x level'} requests to {args.url} (model {model}, "
-                f"max_tokens {args.max_tokens}, ignore_eos, unique prefixes)"
+                f"warm-up {o.warmup}, then per level {o.concurrency}: "
+                f"{o.requests_per_level or '5 x level'} requests to {o.url} (model {model}, "
+                f"max_tokens {o.max_tokens}, ignore_eos, unique prefixes)"
             )
-        return Launch(what, [line], args, doc)
-    nodes = nodes_from_args(args)
+        return Launch(what, [line], req, doc)
+    nodes = open_nodes(req.targets)
     try:
-        if what == "kernel-test":
-            from epdoctor.launch.kernel_test import describe
-
-            cfg = runcmd.kernel_config(args, doc, nodes)
-            return Launch(what, describe(cfg), args, doc, cfg, nodes)
-        from epdoctor.launch.serve import describe as sdescribe
-
-        cfg = runcmd.serve_config(args, doc, nodes)
-        return Launch(what, sdescribe(cfg), args, doc, cfg, nodes)
+        return config.prepare(req, doc, nodes)
     except BaseException:
-        Launch(what, [], args, doc, None, nodes).close()  # the connections made for nothing
+        Launch(what, [], req, doc, None, nodes).close()  # the connections made for nothing
         raise
 
 
@@ -250,8 +230,8 @@ class LaunchScreen(Screen[None]):
             launch.close()
             self.notify("nothing started")
             return
-        from epdoctor.commands.run import log_watch_factory
         from epdoctor.launch.session import Session
+        from epdoctor.logwatch import log_watch_factory
 
         self._reset()
         self.running = True

@@ -7,7 +7,8 @@ with it. Only the visible rows are rendered (render_line), and the pane keeps
 at most `max_lines`: memory stays bounded however long a run goes. A longer
 window changes the pane's scroll limits only, never the screen's layout (the
 pane's own size is fixed by CSS), and a row is drawn into one Strip. A line
-is shown without its escape sequences and control codes (`clean`). Known
+is shown without its escape sequences and control codes (`clean`, which is
+epdoctor.facts.logs.prefix.shown). Known
 signatures get a style from the launch layer's highlighter; a search term is
 marked and `next_match` jumps between hits. Keys scroll at once (no
 smooth-scroll animation): reading a log that moves wants the line where the key
@@ -16,7 +17,6 @@ put it, on the next frame.
 
 from __future__ import annotations
 
-import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -28,6 +28,8 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from epdoctor.facts.logs.prefix import shown as clean  # the panes' name for it
+
 MAX_LINES = 2000
 TITLE_EVERY_S = 1.0
 MAX_MARKS = 32
@@ -35,16 +37,6 @@ MAX_WIDTH = 512  # wider lines scroll to 512 columns; the log file has the rest
 _STYLES: dict[str, Style] = {}
 _ROW_STYLES: dict[tuple[Style, str | None], Style] = {}
 _MATCH = Style(reverse=True, bold=True)
-# Escape sequences and other control characters in a log line: written to the terminal as they
-# are, they would move the cursor or recolour the app; a log may carry them (coloured output).
-_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|[\x00-\x1f\x7f]")
-
-
-def clean(line: str) -> str:
-    """A log line as a pane shows it: tabs expanded, escape sequences and control codes gone."""
-    if "\t" in line:
-        line = line.expandtabs(4)
-    return line if line.isprintable() else _CONTROL.sub("", line)
 
 
 def _style(name: str | None) -> Style:

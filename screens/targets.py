@@ -1,16 +1,14 @@
 """Targets: diagnose the local host, SSH hosts, Kubernetes pods or bundles, concurrently.
 
 The target field takes the same flags as `epdoctor diagnose` (`--bundle FILE`,
-the SSH and Kubernetes flags of whichever target providers are installed), and
-they are parsed by the same provider code, so the TUI and the command select
-the same targets. One table row per target: its probe state, then the key facts
+the SSH and Kubernetes flags), parsed by the same flags module (epdoctor.options)
+into the same TargetSpec, so the TUI and the command select the same targets. One table row per target: its probe state, then the key facts
 with values that differ between nodes marked; below, the findings grouped by
 severity with their evidence. Enter on a finding opens its explanation.
 """
 
 from __future__ import annotations
 
-import argparse
 import shlex
 from collections import Counter
 from typing import Any
@@ -101,21 +99,6 @@ def drift_columns(rows: list[list[str]]) -> list[set[int]]:
             if r[col] != "-" and r[col] != common:
                 marks[i].add(col)
     return marks
-
-
-def parse_target_flags(argv: list[str]) -> argparse.Namespace:
-    """The same flags `epdoctor diagnose` takes, parsed by the same providers."""
-    from epdoctor.targets.selection import add_target_arguments
-
-    p = argparse.ArgumentParser(prog="targets", add_help=False, exit_on_error=False)
-    add_target_arguments(p)
-    try:
-        ns, rest = p.parse_known_args(argv)
-    except (argparse.ArgumentError, SystemExit) as exc:
-        raise ValueError(f"bad target flags: {exc}") from exc
-    if rest:
-        raise ValueError(f"unknown target flags: {' '.join(rest)}")
-    return ns
 
 
 def describe_targets(targets: list[Any]) -> str:

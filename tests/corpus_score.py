@@ -27,7 +27,7 @@ CORPUS = Path(__file__).resolve().parent / "fixtures" / "logs" / "corpus"
 sys.path.insert(0, str(CORPUS.parents[3]))
 
 from epdoctor.checks.base import Context  # noqa: E402
-from epdoctor.checks.logs import LogAnalysis, analyze_paths  # noqa: E402
+from epdoctor.logwatch import LogAnalysis, analyze_paths  # noqa: E402
 from epdoctor.reports.logs_report import by_severity  # noqa: E402
 
 

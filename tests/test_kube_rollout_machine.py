@@ -225,7 +225,7 @@ def test_the_terminal_apps_session_runs_a_kubernetes_plan(cluster, tmp_path):
                             schedule_timeout=30.0, start_timeout=60.0, timeout=60.0, run_dir=None,
                             python=None, no_preflight=True)  # fmt: skip
     rp = from_flags(flags, doc, "kernel-test", targets_named=False)
-    launch = Launch("kernel-test", rp.lines, flags, doc, rp, [])
+    launch = Launch("kernel-test", rp.lines, None, doc, rp, [])
     assert launch.where == "Kubernetes namespace tui" and launch.remote
     lines: list = []
     gates: list = []

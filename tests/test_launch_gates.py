@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from epdoctor.checks.logs import LogAnalyzer
 from epdoctor.facts.logs.model import RankFacts
 from epdoctor.launch.gates import (
     NetworkExpectation,
@@ -16,6 +15,7 @@ from epdoctor.launch.gates import (
     parse_results,
     results_gate,
 )
+from epdoctor.logwatch import LogAnalyzer
 from epdoctor.model import Status
 
 FIX = Path(__file__).parent / "fixtures" / "launch"
@@ -260,7 +260,7 @@ def test_channels_over_the_network_plugin_count_as_traffic_on_a_nic():
 
 def test_the_reason_efa_is_not_expected_matches_the_launch():
     from epdoctor.cli import build_parser
-    from epdoctor.commands.run import kernel_config
+    from epdoctor.launch.config import kernel_config
     from epdoctor.launch.launcher import LocalNode
 
     def expect(*flags: str, nodes: int):

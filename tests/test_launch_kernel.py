@@ -287,7 +287,7 @@ class ReplayNode(LocalNode):
 
 
 def test_log_findings_appear_while_the_kernel_test_runs(tmp_path):
-    from epdoctor.commands.run import log_watch_factory
+    from epdoctor.logwatch import log_watch_factory
 
     factory = log_watch_factory()
     if factory is None:

@@ -411,7 +411,7 @@ def test_serve_with_the_real_log_analyzer_stops_on_gin_unavailable(tmp_path, cap
 
 
 def test_a_log_analysis_error_does_not_stop_the_launch(capsys):
-    from epdoctor.commands.run import _SourceWatch
+    from epdoctor.logwatch import _SourceWatch
 
     class Broken:
         def feed(self, data: bytes, source: str = "-"):

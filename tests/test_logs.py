@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from epdoctor.checks.base import Context
-from epdoctor.checks.logs import analyze_paths, evaluate
+from epdoctor.checks.logs import evaluate
 from epdoctor.facts.logs.model import LogFacts
+from epdoctor.logwatch import analyze_paths
 from epdoctor.model import Status
 
 FIX = Path(__file__).parent / "fixtures"

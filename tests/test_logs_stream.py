@@ -11,11 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from epdoctor.checks.base import Context
-from epdoctor.checks.logs import LogAnalyzer, analyze_paths, analyze_stream
 from epdoctor.facts.logs import scanner
 from epdoctor.facts.logs.model import LogFacts
 from epdoctor.facts.logs.prefix import parse_line
+from epdoctor.logwatch import LogAnalyzer, analyze_paths, analyze_stream
 from epdoctor.model import Status
+from epdoctor.targets import logstream
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 ALL = sorted(LOGS.glob("*.log"))
@@ -50,7 +51,7 @@ def test_line_numbers_count_every_line():
 
 
 def test_parallel_ranges_equal_one_process(tmp_path, monkeypatch):
-    monkeypatch.setattr(scanner, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(logstream, "PARALLEL_MIN", 1)
     body = (LOGS / "composed-16rank-mixed.log").read_bytes()
     noise = b"h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n" * 997
     p = tmp_path / "big.log"

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from epdoctor.checks.logs import LogAnalyzer, analyze_paths
 from epdoctor.facts.logs import scanner
 from epdoctor.facts.logs import signatures as sig
 from epdoctor.facts.logs.prefix import parse_line
+from epdoctor.logwatch import LogAnalyzer, analyze_paths
 
 FIX = Path(__file__).parent / "fixtures"
 CHANNEL_LOGS = ("p4d_4rank_socket_p2p.log", "g6e_4rank_shm.log", "g6e_pods_libfabric.log")

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from epdoctor.checks.base import Context
-from epdoctor.checks.logs import LogAnalyzer, analyze_paths, analyze_stream, evaluate
+from epdoctor.checks.logs import evaluate
 from epdoctor.facts.logs import triage
 from epdoctor.facts.logs.model import LogFacts
 from epdoctor.facts.logs.prefix import parse_line
+from epdoctor.logwatch import LogAnalyzer, analyze_paths, analyze_stream
 from epdoctor.model import Status
 
 FIX = Path(__file__).parent / "fixtures"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from epdoctor.commands import run as runcmd
+from epdoctor.launch import config as runcmd
 from epdoctor.plan import PlanInput, make_plan
 
 RECORD = """import json, os, sys

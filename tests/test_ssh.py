@@ -25,6 +25,7 @@ from sshd_fixture import USER, SshLab, dead_port, sudo_rule, user_processes
 from epdoctor.checks.base import Context
 from epdoctor.cli import build_parser
 from epdoctor.diagnose import diagnose_many
+from epdoctor.options import to_target_spec
 from epdoctor.targets import ssh_cli
 from epdoctor.targets.base import ProbeOptions, TargetError
 from epdoctor.targets.ssh import SshTarget, parse_host_spec, probe_command
@@ -37,7 +38,7 @@ pytestmark = pytest.mark.sshd
 
 def targets(lab: SshLab, *hosts: str, extra: tuple[str, ...] = ()) -> list[SshTarget]:
     args = build_parser().parse_args(["diagnose", *lab.cli_args(*hosts), *extra])
-    return ssh_cli.from_args(args)  # type: ignore[return-value]
+    return ssh_cli.from_spec(to_target_spec(args))  # type: ignore[return-value]
 
 
 def run_cli(lab: SshLab, *hosts: str, extra: tuple[str, ...] = (), timeout: float = 120):
@@ -179,7 +180,7 @@ def test_failures_are_per_host_and_bounded(ssh_lab, good):
 def test_wrong_key_is_refused_auth(ssh_lab, good):
     args = ["-i", str(ssh_lab.wrong_key), "--known-hosts", str(ssh_lab.known_hosts)]
     args += ["--ssh-config", str(ssh_lab.ssh_config), "--ssh", good[0].spec]
-    [t] = ssh_cli.from_args(build_parser().parse_args(["diagnose", *args]))
+    [t] = ssh_cli.from_spec(to_target_spec(build_parser().parse_args(["diagnose", *args])))
     with pytest.raises(TargetError) as e:
         t.run_probe(ProbeOptions())
     t.close()
@@ -323,7 +324,7 @@ def test_hosts_file_and_host_specs(tmp_path):
     args = build_parser().parse_args(["diagnose", "--hosts", str(f), "--ssh", "node-3,node-1"])
     import paramiko
 
-    specs = ssh_cli.host_specs(args, paramiko.SSHConfig())
+    specs = ssh_cli.host_specs(to_target_spec(args), paramiko.SSHConfig())
     assert specs == ["node-3", "node-1", "ubuntu@node-2:2222", "[fd00::5]:22"]
     assert parse_host_spec("ubuntu@node-2:2222") == ("ubuntu", "node-2", 2222)
     assert parse_host_spec("[fd00::5]:22") == (None, "fd00::5", 22)

@@ -552,7 +552,7 @@ async def test_log_analyzer_findings_mark_their_lines_in_the_panes():
     from epdoctor.screens.launch import evidence_text
     from epdoctor.screens.messages import LaunchFinding
 
-    from epdoctor.checks.logs import LogAnalyzer
+    from epdoctor.logwatch import LogAnalyzer
 
     data = (HERE / "fixtures" / "h200-run" / "nccl-no-plugin.log").read_bytes()
     findings = [f for f in LogAnalyzer(source="rank0").feed(data) if f.status.value == "fail"]

@@ -10,30 +10,17 @@ and fixes default to the catalogue entry, so the text lives in one place.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from epdoctor import knowledge
 from epdoctor.checks.registry import check, detectors
-from epdoctor.model import Finding, Status
+
+# Context lives in epdoctor.model (every layer reads it); the checks keep importing it from here.
+from epdoctor.model import Context, Finding, Status
 
 __all__ = ["TRANSPORTS", "Context", "check", "finding", "run_checks"]
 
 TRANSPORTS = ("gin-proxy", "efa-gda")
-
-
-@dataclass(frozen=True)
-class Context:
-    """What the operator told us about the intended stack.
-
-    transport None means "not chosen": checks whose verdict depends on the
-    transport report what each transport would need instead of failing.
-    """
-
-    transport: str | None = None
-    engine: str | None = None
-    instance: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)
 
 
 def finding(

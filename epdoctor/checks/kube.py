@@ -363,7 +363,7 @@ def log_findings(facts: Mapping[str, Any], ctx: Context) -> list[Finding]:
     nothing conclusive about them, and that absence is not a finding about the pod.
     """
     try:
-        from epdoctor.checks.logs import analyze_stream
+        from epdoctor.checks.logs import findings_in
     except ImportError:  # an installation without the log analyzer
         return []
     out: list[Finding] = []
@@ -372,8 +372,8 @@ def log_findings(facts: Mapping[str, Any], ctx: Context) -> list[Finding]:
         text = (facts.get("logs") or {}).get(which)
         if not text:
             continue
-        analysis = analyze_stream([text.encode()], ctx, source=f"{name} ({which} log)")
-        out.extend(f for f in analysis.findings if f.status in (Status.WARN, Status.FAIL))
+        found = findings_in([text.encode()], ctx, source=f"{name} ({which} log)")
+        out.extend(f for f in found if f.status in (Status.WARN, Status.FAIL))
     return out
 
 

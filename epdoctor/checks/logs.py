@@ -1,11 +1,10 @@
-"""Findings from log facts (domain "logs"), and the analyzer that produces them as lines arrive.
+"""Findings from log facts (domain "logs").
 
 ``evaluate(facts, ctx, final)`` turns the per-rank facts and signature events of
-``epdoctor.facts.logs`` into findings keyed by (code, subject). ``LogAnalyzer``
-feeds bytes, re-evaluates, and returns only findings whose key is new, so a
-trap is raised the moment its line arrives; PASS and "could not see" (UNKNOWN)
-verdicts wait for ``finish()``, because a later line can still change them.
-A log that shows nothing conclusive is UNKNOWN, never PASS.
+``epdoctor.facts.logs`` into findings keyed by (code, subject); it is pure. With
+``final`` False (lines still arriving) a verdict that needs the whole log waits.
+A log that shows nothing conclusive is UNKNOWN, never PASS. The analyzer that feeds
+bytes and re-evaluates as lines arrive is epdoctor.logwatch.LogAnalyzer.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import dataclasses
 import re
 import signal
 from collections.abc import Generator, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from epdoctor import knowledge
@@ -23,7 +22,7 @@ from epdoctor.checks.base import Context, check, finding
 from epdoctor.checks.registry import detector, detectors
 from epdoctor.facts.logs import signatures as sig
 from epdoctor.facts.logs.model import Event, LogFacts, RankFacts
-from epdoctor.facts.logs.scanner import Feeder, ScanStats, iter_path
+from epdoctor.facts.logs.scanner import Feeder
 from epdoctor.knowledge import stack
 from epdoctor.knowledge.catalogue import LogEvent
 from epdoctor.knowledge.stack import instance_spec
@@ -643,6 +642,18 @@ def evaluate(facts: LogFacts, ctx: Context, final: bool = True) -> list[Keyed]:
     return out
 
 
+def findings_in(chunks: Iterable[bytes], ctx: Context, source: str = "") -> list[Finding]:
+    """The findings of a whole log already in memory (a pod's log tail): no I/O."""
+    facts = LogFacts()
+    feeder = Feeder()
+    for c in chunks:
+        for n, raw in feeder.feed(c):
+            facts.add(source, n, raw)
+    for n, raw in feeder.close():
+        facts.add(source, n, raw)
+    return [f for _, f in evaluate(facts, ctx, final=True)]
+
+
 @check(domain="logs")  # runs the detectors above, which register their own codes
 def log_check(facts: Any, ctx: Context) -> Iterable[Finding]:
     if not isinstance(facts, LogFacts):
@@ -652,155 +663,3 @@ def log_check(facts: Any, ctx: Context) -> Iterable[Finding]:
 
 # every code the log analyzer can raise
 CODES = sorted({c for d in detectors("logs") for c in d.codes})
-
-
-# --- the analyzer -----------------------------------------------------------------------------
-@dataclass
-class LogAnalysis:
-    facts: LogFacts
-    findings: list[Finding]
-    stats: ScanStats = field(default_factory=ScanStats)
-
-    @property
-    def ranks(self) -> list[RankFacts]:
-        return self.facts.all_ranks()
-
-    def worst(self) -> Status:
-        # a pass outweighs a skip of the same rank: a healthy log with a not-applicable check
-        # passes
-        return max(
-            (f.status for f in self.findings),
-            key=lambda s: (s.rank, s is Status.PASS),
-            default=Status.UNKNOWN,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ranks": [r.to_json() for r in self.ranks],
-            "findings": [f.to_json() for f in self.findings],
-            "lines": self.stats.lines,
-            "bytes": self.stats.bytes,
-            "candidate_lines": self.facts.candidates,
-            "dropped_lines": self.stats.dropped,
-        }
-
-
-class LogAnalyzer:
-    """Incremental: ``feed(bytes)`` returns the findings that just became true.
-
-    Each source (stream) has its own scanner, so chunks of several streams may be fed in
-    any interleaving: a partial line of one never joins a line of another, and line
-    numbers count per source. ``transports=True`` also reads NCCL's channel lines into
-    ``RankFacts.transports`` (``signatures.TRANSPORT_ANCHORS``): for the launch gates,
-    whose logs are small; ``epdoctor logs`` leaves it off, channel lines being the bulk
-    of a large NCCL INFO log.
-    """
-
-    def __init__(
-        self, ctx: Context | None = None, source: str = "", transports: bool = False
-    ) -> None:
-        self.ctx = ctx or Context()
-        self.source = source
-        self.facts = LogFacts(transports=transports)
-        self._anchors = sig.ANCHORS + sig.TRANSPORT_ANCHORS if transports else sig.ANCHORS
-        self._feeder = Feeder(self._anchors)  # the default source's
-        self._feeders: dict[str, Feeder] = {source: self._feeder}
-        self._seen: set[str] = set()
-
-    def feed(self, data: bytes, source: str | None = None) -> list[Finding]:
-        """New findings; ``source`` names the stream (default: the analyzer's)."""
-        self.feed_facts(data, source)
-        return self._new(final=False)
-
-    def feed_facts(self, data: bytes, source: str | None = None) -> None:
-        """Only the facts (no findings evaluated): for a reader that gates on the facts."""
-        src = self.source if source is None else source
-        feeder = self._feeders.get(src)
-        if feeder is None:
-            feeder = self._feeders[src] = Feeder(self._anchors)
-        for n, raw in feeder.feed(data):
-            self.facts.add(src, n, raw)
-
-    def feed_candidates(
-        self, cands: Iterable[tuple[int, bytes]], source: str | None = None
-    ) -> None:
-        src = self.source if source is None else source
-        for n, raw in cands:
-            self.facts.add(src, n, raw)
-
-    def _new(self, final: bool) -> list[Finding]:
-        out = []
-        for key, f in evaluate(self.facts, self.ctx, final=final):
-            if key in self._seen or (not final and f.status in (Status.PASS, Status.UNKNOWN)):
-                continue
-            self._seen.add(key)
-            out.append(f)
-        return out
-
-    def close(self) -> None:
-        """Flush each source's last unterminated line into the facts."""
-        for src, feeder in self._feeders.items():
-            for n, raw in feeder.close():
-                self.facts.add(src, n, raw)
-
-    def finish(self) -> list[Finding]:
-        """Flush a last unterminated line; returns what became true, PASS/UNKNOWN included."""
-        self.close()
-        return self._new(final=True)
-
-    def ranks(self) -> list[RankFacts]:
-        return self.facts.all_ranks()
-
-    def findings(self) -> list[Finding]:
-        return [f for _, f in evaluate(self.facts, self.ctx, final=True)]
-
-    def analysis(self) -> LogAnalysis:
-        st = ScanStats()
-        st.lines = sum(f.lines for f in self._feeders.values())
-        st.bytes = sum(f.bytes for f in self._feeders.values())
-        return LogAnalysis(self.facts, self.findings(), st)
-
-
-def analyze_stream(
-    chunks: Iterable[bytes], ctx: Context | None = None, source: str = ""
-) -> LogAnalysis:
-    a = LogAnalyzer(ctx, source)
-    for c in chunks:
-        for n, raw in a._feeder.feed(c):
-            a.facts.add(source, n, raw)
-    for n, raw in a._feeder.close():
-        a.facts.add(source, n, raw)
-    return a.analysis()
-
-
-def analyze_paths(
-    paths: Iterable[str],
-    ctx: Context | None = None,
-    parallel: bool = True,
-    streams: Iterable[tuple[str, Iterable[bytes]]] = (),
-) -> LogAnalysis:
-    """Files, '-' and .gz; regular files are scanned with two processes when large."""
-    facts = LogFacts()
-    stats = ScanStats()
-    for path in paths:
-        src = "stdin" if path == "-" else path
-        st = ScanStats()
-        for n, raw in iter_path(path, st, parallel=parallel):
-            facts.add(src, n, raw)
-        facts.sources[src] = st.lines
-        stats.bytes += st.bytes
-        stats.lines += st.lines
-        stats.dropped += st.dropped
-        stats.workers = max(stats.workers, st.workers)
-    for name, chunks in streams:  # pod logs, SSH files: one process, streamed
-        feeder = Feeder()
-        for c in chunks:
-            for n, raw in feeder.feed(c):
-                facts.add(name, n, raw)
-        for n, raw in feeder.close():
-            facts.add(name, n, raw)
-        facts.sources[name] = feeder.lines
-        stats.bytes += feeder.bytes
-        stats.lines += feeder.lines
-    findings = [f for _, f in evaluate(facts, ctx or Context(), final=True)]
-    return LogAnalysis(facts, findings, stats)

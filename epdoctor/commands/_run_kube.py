@@ -18,87 +18,17 @@ import threading
 import time
 from typing import Any
 
-DOWN_HELP = "delete what `run kernel-test|serve --plan` applied for a Kubernetes plan (only that)"
-
-
-def add_arguments(p: argparse.ArgumentParser, what: str) -> None:
-    """The flags of a rollout, on the kernel-test and serve parsers."""
-    g = p.add_argument_group("Kubernetes plan (--plan of a Kubernetes plan, no target flags)")
-    g.add_argument(
-        "--keep",
-        action="store_true",
-        help="delete nothing of what is applied, whatever happens (default: a failed gate, "
-        "Ctrl-C, SIGTERM and the end of the run delete it)",
-    )
-    g.add_argument(
-        "--attach",
-        action="store_true",
-        help="apply nothing: run in the plan's pods as they are (NAME-0 .. NAME-N-1)",
-    )
-    g.add_argument(
-        "--schedule-timeout",
-        type=float,
-        default=600.0,
-        metavar="S",
-        help="fail when a pod is still Pending (unschedulable) after S seconds (default 600)",
-    )
-    g.add_argument(
-        "--start-timeout",
-        type=float,
-        default=1800.0,
-        metavar="S",
-        help="fail when the pods are not running S seconds after the apply (default 1800: "
-        "image pulls)",
-    )
-    if what == "serve":
-        g.add_argument(
-            "--no-kernel-test",
-            action="store_true",
-            help="serve at once, without the kernel test in idle pods first",
-        )
-        g.add_argument(
-            "--kernel-timeout", type=float, default=900.0, metavar="S",
-            help="seconds the kernel test may run (default 900)",
-        )  # fmt: skip
-        g.add_argument(
-            "--bench",
-            metavar="LEVELS",
-            help="after the smoke request, benchmark at these concurrency levels (e.g. 1,4,16)",
-        )
-        g.add_argument("--smoke-max-tokens", type=int, default=64, metavar="N")
-
-
-def register_down(sub: Any) -> None:
-    dn = sub.add_parser(
-        "down",
-        help=DOWN_HELP,
-        description="Delete the Services and StatefulSet that `epdoctor run kernel-test|serve "
-        "--plan` applied for this Kubernetes plan: only objects epdoctor's field manager applied "
-        "and that carry its label; anything else of the same name is left alone and named.",
-    )
-    dn.add_argument("--plan", metavar="FILE", required=True, help="plan.json from `epdoctor plan`")
-    g = dn.add_argument_group("Kubernetes")
-    g.add_argument("-n", "--namespace", metavar="NS", help="namespace (default: the plan's)")
-    g.add_argument("--context", metavar="NAME", help="kubeconfig context (default: current)")
-    g.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (default: $KUBECONFIG)")
-    g.add_argument("--request-timeout", type=float, metavar="S", help="seconds per API call")
-    dn.add_argument("-y", "--yes", action="store_true", help="do not ask before deleting")
-    dn.add_argument("--dry-run", action="store_true", help="say what would be deleted and exit")
-    dn.add_argument("--timeout", type=float, default=300.0, metavar="S",
-                    help="how long to wait for the pods to go (default 300)")  # fmt: skip
-    dn.add_argument("--json", action="store_true", help="print the result as JSON")
-
 
 def maybe_rollout(args: argparse.Namespace, plan: dict[str, Any], what: str) -> int | None:
     """The exit code of a rollout of ``plan``, or None when the launch runs in existing pods."""
-    from epdoctor.commands.run import TARGET_FLAGS, Out
     from epdoctor.launch.kube_launch import Attach, from_flags
+    from epdoctor.options import to_target_spec
+    from epdoctor.reports.launch_text import LaunchView
 
-    named = any(getattr(args, k, None) for k in TARGET_FLAGS)
-    rp = from_flags(args, plan, what, named)
+    rp = from_flags(args, plan, what, to_target_spec(args).names_targets)
     if rp is None:
         return None
-    out = Out(args)
+    out = LaunchView(args.json, not args.no_live)
     if isinstance(rp, Attach):
         out.print(rp.note, markup=False, soft_wrap=True)
         return None
@@ -139,22 +69,28 @@ def _confirm(args: argparse.Namespace, out: Any, rp: Any) -> int | None:
 
 
 def _run(args: argparse.Namespace, out: Any, rp: Any, api: Any) -> int:
-    """The rollout on a worker thread; this thread draws and turns Ctrl-C into stop()."""
+    """The rollout's launch session on a worker thread; this thread draws and turns Ctrl-C
+    into stop()."""
     from epdoctor import exitcodes
-    from epdoctor.commands.run import interrupted_note, log_watch_factory
-    from epdoctor.launch.kube_rollout import KubeRollout
-    from epdoctor.launch.panes import PaneBoard
+    from epdoctor.launch.guard import signal_name
+    from epdoctor.launch.session import Launch, Session
+    from epdoctor.logwatch import log_watch_factory
 
-    board = PaneBoard()
-    plain = not out.json and (args.no_live or not out.console.is_terminal)
+    board, plain = out.board, out.plain
     sinks = _Sinks(out, board, plain)
-    rollout = KubeRollout(rp, api, sinks.line, sinks.gate, sinks.finding, log_watch_factory(None))
+    session = Session(
+        Launch(rp.options.what, rp.lines, None, {}, rp, []),
+        on_line=sinks.line,
+        on_gate=sinks.gate,
+        on_finding=sinks.finding,
+        watch_factory=log_watch_factory(None),
+    )
     result: list[Any] = []
     done = threading.Event()
 
     def work() -> None:
         try:
-            result.append(rollout.run())
+            result.append(session.run())
         finally:
             done.set()
 
@@ -167,16 +103,16 @@ def _run(args: argparse.Namespace, out: Any, rp: Any, api: Any) -> int:
         interrupted = exc
         out.print("[yellow]stopping: deleting what was applied...[/yellow]" if not rp.options.keep
                   else "[yellow]stopping (--keep: nothing is deleted)...[/yellow]")  # fmt: skip
-        rollout.stop()
+        session.stop()
         _wait(done)
     outcome = result[0] if result else None
-    if outcome is None:
-        out.print("[red]the rollout ended without a result[/red]")
+    if outcome is None or outcome.result is None:
+        out.print(f"[red]the rollout ended without a result {outcome.error if outcome else ''}[/red]")
         return exitcodes.ERROR
-    _report(out, rp, rollout, outcome, board)
+    _report(out, rp, outcome.result, outcome, board)
     if interrupted is not None or outcome.status == "interrupted":
         if interrupted is not None:
-            interrupted_note(out, interrupted, "what epdoctor applied is handled as said above")
+            out.interrupted(signal_name(interrupted), "what epdoctor applied is handled as said above")
         return exitcodes.INTERRUPTED
     if outcome.status == "error":
         return exitcodes.ERROR
@@ -212,7 +148,7 @@ class _Sinks:
 
     def line(self, pane: str, line: str) -> None:
         from epdoctor.launch.kube_watch import KUBE
-        from epdoctor.launch.panes import style_of
+        from epdoctor.reports.launch_panes import style_of
 
         self.board.add(pane, line)
         if self.plain and (line.startswith(KUBE) or style_of(line) or pane in ("smoke", "bench")):
@@ -241,8 +177,6 @@ class _Sinks:
 
 
 def _report(out: Any, rp: Any, rollout: Any, outcome: Any, board: Any) -> None:
-    from epdoctor.commands.run import print_gates, stopped_note
-
     if out.json:
         doc = {
             "what": outcome.what,
@@ -262,12 +196,12 @@ def _report(out: Any, rp: Any, rollout: Any, outcome: Any, board: Any) -> None:
         print(json.dumps(doc, indent=2))
     else:
         if outcome.gates:
-            print_gates(out, outcome.gates)
+            out.gates(outcome.gates)
         for source, f in rollout.findings:
             out.print(f"  {f.status.value.upper()} {f.code} {f.title} [dim]({source})[/dim]")
     if outcome.error:
         out.print(f"[red]error: {outcome.error}[/red]", markup=True)
-    stopped_note(out, outcome.stopped)
+    out.stopped(outcome.stopped)
     label = "unverifiable" if outcome.status == "unknown" else outcome.status
     out.print(f"{outcome.what} on Kubernetes: {label}")
 
@@ -275,14 +209,15 @@ def _report(out: Any, rp: Any, rollout: Any, outcome: Any, board: Any) -> None:
 # --------------------------------------------------------------------------- run down
 def run_down(args: argparse.Namespace) -> int:
     from epdoctor import exitcodes
-    from epdoctor.commands.run import Out, load_plan
+    from epdoctor.launch.config import load_plan
     from epdoctor.launch.kube_launch import connect, is_kube_plan, namespace
     from epdoctor.launch.kube_objects import load_objects, managers, owned
     from epdoctor.launch.kube_rollout import take_down
     from epdoctor.model import EpdoctorError
+    from epdoctor.reports.launch_text import LaunchView
     from epdoctor.targets.kube_apply import KubeApply, kind_of
 
-    out = Out(args)
+    out = LaunchView(args.json, False)
     plan = load_plan(args.plan)
     if not is_kube_plan(plan):
         raise EpdoctorError(f"{args.plan} is not a Kubernetes plan: there is nothing to take down")

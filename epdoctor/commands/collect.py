@@ -8,16 +8,20 @@ import sys
 import time
 
 from epdoctor import exitcodes
-from epdoctor.commands._common import add_probe_arguments, probe_options_from, progress
+from epdoctor.commands._common import progress
 from epdoctor.model import EpdoctorError
+from epdoctor.options import (
+    add_probe_arguments,
+    add_target_arguments,
+    probe_options_from,
+    to_target_spec,
+)
 
 NAME = "collect"
 HELP = "save a redacted bundle of what the probe saw (replay with `diagnose --bundle FILE`)"
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    from epdoctor.targets.selection import add_target_arguments
-
     p.add_argument(
         "-o", "--output", metavar="FILE", help="bundle path (default epdoctor-HOST-DATE.tar.gz)"
     )
@@ -38,11 +42,11 @@ def register(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from epdoctor.bundle import write_bundle
-    from epdoctor.checks.base import Context
     from epdoctor.diagnose import diagnose_many
+    from epdoctor.model import Context
     from epdoctor.safeio import check_output, check_source
     from epdoctor.targets.base import TargetError
-    from epdoctor.targets.selection import targets_from_args
+    from epdoctor.targets.selection import open_targets
 
     out = args.output or f"epdoctor-{socket.gethostname()}-{time.strftime('%Y%m%d-%H%M%S')}.tar.gz"
     # Everything that can be refused is refused before a target is probed.
@@ -50,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     for path in args.log:
         check_source(path, "log file")
     try:
-        targets = targets_from_args(args)
+        targets = open_targets(to_target_spec(args))
     except TargetError as exc:
         raise EpdoctorError(str(exc)) from exc
     logs: dict[str, bytes] = {}

@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
-import zlib
+from typing import TYPE_CHECKING
 
 from epdoctor import exitcodes
-from epdoctor.commands._common import (
+from epdoctor.commands._common import console, progress
+from epdoctor.model import EpdoctorError
+from epdoctor.options import (
     add_context_arguments,
     add_probe_arguments,
-    console,
+    add_target_arguments,
     context_from,
     probe_options_from,
-    progress,
+    to_target_spec,
 )
-from epdoctor.model import EpdoctorError, Finding
 from epdoctor.redact import redact_obj, redact_text
+
+if TYPE_CHECKING:
+    from epdoctor.diagnose import Report
 
 NAME = "diagnose"
 FORMATS = ("text", "json", "markdown", "junit")
@@ -26,8 +29,6 @@ HELP = "diagnose this host (default), SSH hosts, Kubernetes pods or a saved bund
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    from epdoctor.targets.selection import add_target_arguments
-
     out = p.add_mutually_exclusive_group()
     out.add_argument(
         "--format",
@@ -70,48 +71,33 @@ def register(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _fleet_findings(diagnoses: list) -> list[Finding]:
-    if len(diagnoses) < 2:
-        return []
-    try:
-        drift = importlib.import_module("epdoctor.checks.drift")
-    except ModuleNotFoundError:
-        return []
-    return list(drift.drift_findings(diagnoses))
-
-
 def run(args: argparse.Namespace) -> int:
-    from epdoctor.diagnose import diagnose_many
+    from epdoctor.diagnose import diagnose
+    from epdoctor.requests import DiagnoseRequest
     from epdoctor.safeio import check_source
     from epdoctor.targets.base import TargetError
-    from epdoctor.targets.selection import targets_from_args
+    from epdoctor.targets.selection import open_targets
 
     for path in args.log:
         if path != "-":
             check_source(path, "log file")  # before any probe: a FIFO or device never ends
+    spec = to_target_spec(args)
     try:
-        targets = targets_from_args(args)
+        targets = open_targets(spec)
     except TargetError as exc:
         raise EpdoctorError(str(exc)) from exc
-    ctx = context_from(args)
+    request = DiagnoseRequest(
+        targets=spec,
+        context=context_from(args),
+        probe=probe_options_from(args, targets),
+        parallel=args.parallel,
+        logs=tuple(args.log),
+    )
     with progress(args.format == "text", len(targets)) as cb:
-        diagnoses = diagnose_many(
-            targets, ctx, probe_options_from(args, targets), parallel=args.parallel, progress=cb
-        )
-    results = [d.result for d in diagnoses]
-    fleet = _fleet_findings(diagnoses)
-    logs = None
-    if args.log:
-        from epdoctor.checks.logs import analyze_paths
+        report = diagnose(request, targets, progress=cb)
+    results, fleet, logs = report.results, report.fleet, report.logs
+    if logs:
         from epdoctor.reports import logs_report
-
-        try:
-            logs = analyze_paths(args.log, ctx)
-        except (OSError, EOFError, zlib.error) as exc:  # EOFError, zlib.error: a cut .gz
-            raise EpdoctorError(f"cannot read log: {exc} (truncated or corrupt?)") from exc
-        logs_report.attach(results, logs)
-        for r in results:  # log lines are redacted as they enter the log facts; again here
-            r.findings = [_redacted(f) for f in r.findings]
     context = {"transport": args.transport, "engine": args.engine, "instance": args.instance}
     if args.format == "junit":
         from epdoctor.reports import junit
@@ -136,15 +122,15 @@ def run(args: argparse.Namespace) -> int:
 
         if logs:
             logs_report.extend_report("text", None, logs, console())
-        code = _exit_code(results, fleet, diagnoses, args.fail_on)
+        code = _exit_code(report, args.fail_on)
         text.render(console(), results, fleet, args.verbose, exit_code=code, fail_on=args.fail_on)
         return code
-    return _exit_code(results, fleet, diagnoses, args.fail_on)
+    return _exit_code(report, args.fail_on)
 
 
-def _exit_code(results: list, fleet: list[Finding], diagnoses: list, fail_on: str) -> int:
-    code = exitcodes.for_results(results + ([_fleet_result(fleet)] if fleet else []), fail_on)
-    if _probes_not_run(diagnoses) and code == exitcodes.OK:
+def _exit_code(report: Report, fail_on: str) -> int:
+    code = exitcodes.for_results(report.gated(), fail_on)
+    if _probes_not_run(report.diagnoses) and code == exitcodes.OK:
         code = exitcodes.ERROR  # a target whose probe never ran was not diagnosed
     return code
 
@@ -167,18 +153,5 @@ def _probes_not_run(diagnoses: list) -> bool:
     return missed
 
 
-def _redacted(f: Finding) -> Finding:
-    from dataclasses import replace
-
-    ev = tuple(redact_text(e) for e in f.evidence)
-    return replace(f, title=redact_text(f.title), evidence=ev, fix=redact_text(f.fix))
-
-
 def _redacted_json(text: str) -> str:
     return json.dumps(redact_obj(json.loads(text)), indent=2, default=str)
-
-
-def _fleet_result(fleet: list[Finding]):
-    from epdoctor.model import TargetInfo, TargetResult
-
-    return TargetResult(TargetInfo("fleet", "fleet"), findings=fleet)

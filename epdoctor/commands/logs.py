@@ -17,9 +17,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from epdoctor import exitcodes
-from epdoctor.commands._common import add_expect_efa_argument
 from epdoctor.model import EpdoctorError, Status
+from epdoctor.options import add_expect_efa_argument
 from epdoctor.redact import redact_text
+from epdoctor.requests import LogSources
 from epdoctor.safeio import check_source, plain
 
 NAME = "logs"
@@ -106,7 +107,7 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def context_of(args: argparse.Namespace):
-    from epdoctor.checks.base import Context
+    from epdoctor.model import Context
 
     opts: dict[str, Any] = {"expect_nics": args.expect_nics} if args.expect_nics else {}
     if not args.expect_efa:
@@ -132,55 +133,33 @@ def _check_args(args: argparse.Namespace) -> None:
             check_source(path, "log file")  # a FIFO, device or folder would never end a read
 
 
+def log_sources(args: argparse.Namespace) -> LogSources:
+    return LogSources(
+        files=tuple(args.files),
+        pod=tuple(args.pod),
+        namespace=args.namespace,
+        container=args.container,
+        all_containers=args.all_containers,
+        previous=args.previous,
+        context=args.context,
+        kubeconfig=args.kubeconfig,
+        request_timeout=getattr(args, "request_timeout", None),
+        ssh=tuple(args.ssh),
+        known_hosts=args.known_hosts,
+        identity=tuple(args.identity),
+    )
+
+
 def remote_streams(args: argparse.Namespace, follow: bool = False) -> tuple[list, list[str]]:
     """A LogStream for each --pod container and --ssh file, and notes on the containers that
     have no log to read; names are checked before anything connects."""
+    from epdoctor.targets import logstream
     from epdoctor.targets.base import TargetError
 
     try:
-        ssh = _ssh_streams(args, follow) if args.ssh else []  # checked first: connects later
-        pods, notes = _pod_streams(args, follow) if args.pod else ([], [])
+        return logstream.remote_streams(log_sources(args), follow)
     except TargetError as exc:
         raise EpdoctorError(redact_text(str(exc))) from exc
-    return pods + ssh, notes
-
-
-def _ssh_streams(args: argparse.Namespace, follow: bool) -> list:
-    from epdoctor.targets.ssh_cli import remote_log_stream
-
-    ids = tuple(args.identity)
-    return [
-        remote_log_stream(spec, follow=follow, identity=ids, known_hosts=args.known_hosts)
-        for spec in args.ssh
-    ]
-
-
-def _pod_streams(args: argparse.Namespace, follow: bool) -> tuple[list, list[str]]:
-    from epdoctor.targets import kube
-
-    for name in args.pod:
-        kube.valid_pod_name(name)
-    if args.namespace:
-        kube.valid_namespace(args.namespace)
-    if args.container:
-        kube.valid_container_name(args.container)
-    session = kube.KubeSession.connect(
-        args.context, args.kubeconfig, getattr(args, "request_timeout", None)
-    )
-    streams, notes = [], []
-    for name in args.pod:
-        for pod in kube.select_pods(session, namespace=args.namespace, pod=name):
-            t = kube.KubePodTarget(session, pod, args.container)
-            if not args.all_containers:
-                streams.append(t.log_stream(f"pod/{t.info.name}", None, args.previous, follow))
-                continue
-            for c in kube.pod_containers(pod):
-                why = kube.log_absent(pod, c, args.previous)
-                if why:
-                    notes.append(f"pod/{t.info.name}/{c}: not read, {why}")
-                    continue
-                streams.append(t.log_stream(f"pod/{t.info.name}/{c}", c, args.previous, follow))
-    return streams, notes
 
 
 def _note(text: str) -> None:
@@ -196,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
         raise EpdoctorError("no log to read: " + "; ".join(notes))
     if args.follow:
         return _follow(args, streams)
-    from epdoctor.checks.logs import analyze_paths
+    from epdoctor.logwatch import analyze_paths
     from epdoctor.targets.base import TargetError
 
     try:
@@ -247,7 +226,7 @@ def _follow(args: argparse.Namespace, remote: list) -> int:
     Ends at Ctrl-C (SIGTERM and SIGHUP too), at --timeout, or when every source ended (stdin
     at EOF, a pod's container finished); every remote reader is stopped before the verdicts
     that wait for the end of the log print."""
-    from epdoctor.checks.logs import LogAnalyzer
+    from epdoctor.logwatch import LogAnalyzer
     from epdoctor.targets.logstream import file_stream, follow
 
     an = LogAnalyzer(context_of(args))

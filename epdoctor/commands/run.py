@@ -6,572 +6,67 @@ every node runs first (`--no-preflight` skips it); a failing preflight stops
 the launch unless `--force`. Ctrl-C, SIGTERM and SIGHUP (a dropped SSH session)
 stop everything epdoctor started and say so, and so does an error or the end of
 the run; nothing is left running unless `--detach`, which prints how to stop it.
+
+Flags -> LaunchRequest (epdoctor.options) -> the launch prepared and confirmed
+(epdoctor.launch.config) -> epdoctor.launch.session.Session, whose events
+epdoctor.reports.launch_text draws.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
-import time
-from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
+
+from epdoctor import exitcodes
+from epdoctor.launch import config
+from epdoctor.options import to_launch_request, to_target_spec
+from epdoctor.requests import LaunchRequest
 
 NAME = "run"
 HELP = (
     "launch and verify: kernel test, serve, smoke request, benchmark (shows commands, asks first)"
 )
 
-ENGINES = ("vllm", "dynamo", "tensorrt-llm", "sglang")
-
 
 def register(parser: argparse.ArgumentParser) -> None:
-    # a Kubernetes plan: apply, watch, gate, tear down (the flags of its rollout, `run down`)
-    from epdoctor.commands import _run_kube as run_kube
+    from epdoctor.options import add_run_arguments
 
-    sub = parser.add_subparsers(dest="what", metavar="WHAT")
-    kt = sub.add_parser(
-        "kernel-test",
-        conflict_handler="resolve",
-        help="EP all-to-all kernel test, gated on every rank",
-        description="EP all-to-all kernel test gated on every node's exit code, "
-        "every rank's numerics and network, and EFA counters.",
-    )
-    _common(kt)
-    kind = kt.add_mutually_exclusive_group()
-    kind.add_argument(
-        "--builtin",
-        action="store_const",
-        dest="kind",
-        const="builtin",
-        help="epdoctor's own dispatch/combine test, PyTorch only (default)",
-    )
-    kind.add_argument(
-        "--deepep", metavar="DIR", help="DeepEP-V2 checkout: tests/elastic/test_ep.py"
-    )
-    kind.add_argument(
-        "--trtllm",
-        action="store_const",
-        dest="kind",
-        const="trtllm",
-        help="TensorRT-LLM NcclEP CommunicationFactory probe",
-    )
-    kt.add_argument("--gpus", type=int, help="processes (GPUs) per node (default: plan, else 1)")
-    kt.add_argument(
-        "--tokens", help="tokens per rank, a comma list sweeps (built-in; default 4096)"
-    )
-    kt.add_argument(
-        "--baseline",
-        action="store_true",
-        help="also time plain all_to_all_single of the same bytes (built-in)",
-    )
-    kt.add_argument(
-        "--backend",
-        choices=("nccl", "gloo"),
-        default="nccl",
-        help="built-in only: gloo runs the same exchange on CPU",
-    )
-    kt.add_argument(
-        "--test-arg",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="extra argument for the test (repeatable), e.g. --test-arg=--hidden=4096",
-    )
-    efa = kt.add_mutually_exclusive_group()
-    efa.add_argument(
-        "--expect-efa",
-        dest="expect_efa",
-        action="store_const",
-        const=True,
-        help="demand the efa-direct banner on every rank (default on several nodes)",
-    )
-    efa.add_argument("--no-expect-efa", dest="expect_efa", action="store_const", const=False)
-    kt.add_argument("--efa-count", type=int, help="EFA NICs per node (default: plan)")
-    kt.add_argument("--timeout", type=float, default=900.0, help="seconds before it is stopped")
-    kt.add_argument("--master-port", type=int, default=29511)
-    kt.add_argument(
-        "--master-addr", help="rendezvous address of the first node (default: its address as given)"
-    )
-    kt.add_argument(
-        "--regate",
-        metavar="RUN_DIR",
-        help="start nothing: gate a finished run again from its logs and report.json",
-    )
-    kt.add_argument(
-        "--isolate",
-        action="store_true",
-        help="run the built-in test on node pairs and half-splits; report outliers",
-    )
-    run_kube.add_arguments(kt, "kernel-test")
-
-    sv = sub.add_parser(
-        "serve",
-        conflict_handler="resolve",
-        help="start the engine, follow every log, wait for readiness",
-    )
-    _common(sv)
-    _engine(sv)
-    sv.add_argument("--cmd", help="leader command (default: the plan's)")
-    sv.add_argument("--worker-cmd", default=None, help="worker command (default: the plan's)")
-    sv.add_argument("--startup-budget", type=float, default=1800.0, metavar="S")
-    run_kube.add_arguments(sv, "serve")
-
-    sm = sub.add_parser(
-        "smoke",
-        conflict_handler="resolve",
-        help="one chat completion at temperature 0 through the leader",
-    )
-    _common(sm)
-    _engine(sm)
-    sm.add_argument("--model", help="model name (default: the first of /v1/models)")
-    sm.add_argument("--max-tokens", type=int, default=64)
-
-    bn = sub.add_parser(
-        "bench",
-        conflict_handler="resolve",
-        help="warm-up + N requests per concurrency level, honest stats",
-    )
-    _common(bn)
-    _engine(bn)
-    bn.add_argument("--model", help="model name (default: the first of /v1/models)")
-    bn.add_argument("--concurrency", default="1,4,16", help="levels, comma separated")
-    bn.add_argument("--requests-per-level", type=int, help="requests per level (default 5 x level)")
-    bn.add_argument("--max-tokens", type=int, default=128)
-    bn.add_argument("--warmup", type=int, default=1, help="unmeasured requests before the sweep")
-    bn.add_argument("--request-timeout", type=float, default=600.0)
-    bn.add_argument(
-        "--ab",
-        metavar="BACKEND",
-        help="also serve with --all2all-backend BACKEND (e.g. allgather_reducescatter) "
-        "and run the same sweep: needs --cmd or a plan",
-    )
-    bn.add_argument("--cmd", help="serve command for --ab (default: the plan's leader command)")
-    bn.add_argument("--startup-budget", type=float, default=1800.0, metavar="S")
-    bn.add_argument("-o", "--output", metavar="DIR", help="write bench.json and bench.csv here")
-    run_kube.register_down(sub)
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    from epdoctor.targets.selection import add_target_arguments
-
-    # where to run: this host (default), SSH hosts, Kubernetes pods; the flags of diagnose.
-    # Ours come after, so our -y/--yes is the one that stays.
-    add_target_arguments(p)
-    p.add_argument("--plan", metavar="FILE", help="plan.json from `epdoctor plan`")
-    p.add_argument("-y", "--yes", action="store_true", help="do not ask before starting")
-    p.add_argument("--dry-run", action="store_true", help="print the commands and exit")
-    p.add_argument("--no-preflight", action="store_true", help="skip the read-only diagnose")
-    p.add_argument("--force", action="store_true", help="launch even if the preflight fails")
-    p.add_argument(
-        "--detach",
-        action="store_true",
-        help="leave the processes running and exit, printing the command that stops them "
-        "(without it, everything started is stopped on any exit: Ctrl-C, SIGTERM, SIGHUP)",
-    )
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--no-live", action="store_true", help="no live panes, even in a terminal")
-    p.add_argument(
-        "--run-dir", help="where logs go on each node (default /tmp/epdoctor-run-<time>)"
-    )
-    p.add_argument(
-        "--python",
-        help="python with PyTorch on the nodes (default: this one if it has torch, else python3)",
-    )
-
-
-def _engine(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", choices=ENGINES, help="engine (default: plan, else vllm)")
-    from epdoctor.launch.http import DefaultURL
-
-    p.add_argument(
-        "--url",
-        default=DefaultURL("http://127.0.0.1:8000"),
-        help="the leader's HTTP address (a Kubernetes plan: through the API server unless given)",
-    )
-
-
-# --------------------------------------------------------------------------- helpers
-class Out:
-    """Where text goes: rich for humans, nothing but JSON with --json."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        from rich.console import Console
-
-        self.json = bool(args.json)
-        self.console = Console(stderr=self.json, highlight=False)
-        self.gone = False
-
-    def print(self, *a: Any, **kw: Any) -> None:
-        # after SIGHUP the terminal may be gone: a line that cannot be written must not stop
-        # the cleanup that follows it
-        if self.gone:
-            return
-        try:
-            self.console.print(*a, **kw)
-        except OSError:
-            self.gone = True
-
-
-def load_plan(path: str | None) -> dict[str, Any]:
-    from epdoctor.model import EpdoctorError
-
-    if not path:
-        return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise EpdoctorError(f"cannot read plan {path}: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise EpdoctorError(f"{path} is not a plan (expected a JSON object)")
-    return doc
-
-
-def plan_env(plan: dict[str, Any]) -> dict[str, str]:
-    return {
-        str(e["name"]): str(e["value"])
-        for e in plan.get("env") or []
-        if isinstance(e, dict) and "name" in e and "value" in e
-    }
-
-
-def default_python() -> str:
-    if importlib.util.find_spec("torch") is not None:
-        return sys.executable
-    return "python3"
-
-
-def run_dir(args: argparse.Namespace, what: str) -> str:
-    return args.run_dir or f"/tmp/epdoctor-{what}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
-def nodes_from_args(args: argparse.Namespace, plan: dict[str, Any] | None = None) -> list[Any]:
-    """Where the launch runs: the SSH hosts / pods the target flags name; else the plan's
-    pods (a Kubernetes plan); else this host. A plan for several bare nodes names no
-    address this host could stand in for: it is refused, naming what to pass."""
-    from epdoctor.launch.nodes import nodes_for
-    from epdoctor.launch.nodes import nodes_from_args as launch_nodes
-
-    targets = plan_targets(args, plan or {})
-    nodes = nodes_for(targets) if targets is not None else launch_nodes(args)
-    _OPEN.extend(nodes)
-    return nodes
-
-
-# The flags that name where to run (epdoctor.targets.selection): given, they win over a plan.
-TARGET_FLAGS = ("bundle", "ssh", "hosts", "ssh_config_hosts", "pod", "selector",
-                "all_namespaces", "nodes")  # fmt: skip
-
-
-def plan_targets(args: argparse.Namespace, plan: dict[str, Any]) -> list[Any] | None:
-    """The targets a plan names when no target flag does: the StatefulSet pods of a
-    Kubernetes plan (NAME-0 .. NAME-(N-1), leader first, in the plan's namespace or -n's).
-    None: the target flags (or this host) decide."""
-    from epdoctor.model import EpdoctorError
-
-    inp = plan.get("input") if isinstance(plan.get("input"), dict) else {}
-    target = inp.get("target")
-    if not plan or any(getattr(args, k, None) for k in TARGET_FLAGS):
-        return None
-    nodes = int(plan.get("nodes") or inp.get("nodes") or 1)
-    if target == "bare":
-        hosts = [str(h) for h in inp.get("hosts") or []]
-        if nodes > 1 or hosts:
-            where = ",".join(hosts) if hosts else ",".join(f"NODE{i}" for i in range(nodes))
-            raise EpdoctorError(
-                f"{args.plan} plans {nodes} bare node(s); name them: --ssh {where} "
-                "(leader first; or --hosts FILE)"
-            )
-        return None
-    if target != "kubernetes":
-        return None
-    name = str(plan.get("name") or inp.get("name") or "")
-    namespace = getattr(args, "namespace", None) or str(inp.get("namespace") or "default")
-    if not name:
-        raise EpdoctorError(f"{args.plan} names no StatefulSet: pass --pod NAME or -l SELECTOR")
-    return plan_pods(args, name, namespace, nodes)
-
-
-def plan_pods(args: argparse.Namespace, name: str, namespace: str, count: int) -> list[Any]:
-    """The pods NAME-0 .. NAME-(count-1) in `namespace`, each checked to exist, leader first."""
-    from epdoctor.model import EpdoctorError
-    from epdoctor.targets import kube
-    from epdoctor.targets.base import TargetError
-
-    pods = [f"{name}-{i}" for i in range(count)]
-    shown = pods[0] if count == 1 else f"{pods[0]} .. {pods[-1]}"
-    try:
-        session = kube.KubeSession.connect(
-            getattr(args, "context", None),
-            getattr(args, "kubeconfig", None),
-            getattr(args, "request_timeout", None),
-        )
-        found = [kube.select_pods(session, namespace=namespace, pod=p)[0] for p in pods]
-        container = getattr(args, "container", None)
-        return [kube.KubePodTarget(session, p, container) for p in found]
-    except TargetError as exc:
-        hint = (
-            "apply the plan first (without --attach, `epdoctor run` applies it), or name the "
-            "pods with --pod / -l"
-            if "not found" in str(exc)
-            else "or name where to run with --pod, -l or --ssh"
-        )
-        raise EpdoctorError(
-            f"{args.plan} runs in the pods {shown} (namespace {namespace}): {exc}; {hint}"
-        ) from exc
+    add_run_arguments(parser)
 
 
 _OPEN: list[Any] = []  # nodes this invocation opened: their connections close at the end
 
 
-def close_nodes(nodes: list[Any]) -> None:
-    from epdoctor.launch.nodes import close_nodes as close
+def nodes_from_args(args: argparse.Namespace, plan: dict[str, Any] | None = None) -> list[Any]:
+    """Where the launch runs (epdoctor.launch.nodes.launch_nodes); closed at the end."""
+    from epdoctor.launch.nodes import launch_nodes
 
-    close(nodes)
-
-
-def confirm(args: argparse.Namespace, out: Out, lines: list[str], what: str) -> int | None:
-    """Show the commands; None to go on, else the exit code."""
-    from epdoctor import exitcodes
-
-    out.print(f"[bold]epdoctor will run {len(lines)} command(s) for {what}:[/bold]")
-    for line in lines:
-        out.print(f"  {line}", markup=False, soft_wrap=True)
-    if args.dry_run:
-        out.print("(dry run: nothing started)")
-        return exitcodes.OK
-    if args.yes:
-        return None
-    if not sys.stdin.isatty():
-        out.print("[red]refusing to start without --yes: stdin is not a terminal[/red]")
-        return exitcodes.ERROR
-    answer = input("Start them? [y/N] ").strip().lower()
-    if answer not in ("y", "yes"):
-        out.print("nothing started")
-        return exitcodes.OK
-    return None
+    nodes = launch_nodes(to_target_spec(args), plan or {}, args.plan)
+    _OPEN.extend(nodes)
+    return nodes
 
 
-def preflight(
-    args: argparse.Namespace,
-    out: Out,
-    nodes: list[Any],
-    advisory: bool,
-    engine: str | None = None,
-    plan: dict[str, Any] | None = None,
-) -> int | None:
-    """Read-only diagnose of every node first. None: go on; else the exit code."""
-    from epdoctor import exitcodes
-    from epdoctor.checks.base import Context
-    from epdoctor.diagnose import diagnose_many
-    from epdoctor.model import Status
-    from epdoctor.targets.base import ProbeOptions
-
-    if args.no_preflight:
-        return None
-    targets = preflight_targets(args, len(nodes), plan)
-    out.print("[dim]preflight: read-only diagnose of every node...[/dim]")
-    diags = diagnose_many(targets, Context(engine=engine), ProbeOptions(timeout_s=60))
-    failing = [
-        (d.result.target.name, f)
-        for d in diags
-        for f in d.result.findings
-        if f.status is Status.FAIL
-    ]
-    errors = [d.result.error for d in diags if d.result.error]
-    for e in errors:
-        out.print(f"[red]preflight could not run: {e}[/red]")
-    for name, f in failing:
-        out.print(f"  [red]FAIL[/red] {f.code} {f.title} [dim]({name})[/dim]")
-    if not failing and not errors:
-        out.print("[green]preflight: no failing finding[/green]")
-        return None
-    if advisory and not errors:
-        out.print(
-            "[yellow]preflight: advisory for a one-node built-in test, which needs only "
-            "PyTorch and the GPUs and crosses no NIC: it goes on, and its own gates say "
-            "whether it ran (the findings still matter for serving)[/yellow]"
-        )
-        return None
-    if args.force:
-        out.print("[yellow]--force: launching despite the failing preflight[/yellow]")
-        return None
-    out.print(
-        "preflight failed: nothing started (`epdoctor diagnose` explains; --force launches anyway)"
-    )
-    return exitcodes.FINDINGS
-
-
-def preflight_targets(
-    args: argparse.Namespace, count: int, plan: dict[str, Any] | None = None
-) -> list[Any]:
-    """Fresh targets for the read-only diagnose (diagnose closes what it probed)."""
-    from epdoctor.model import EpdoctorError
-    from epdoctor.targets.base import TargetError
-    from epdoctor.targets.local import LocalTarget
-    from epdoctor.targets.selection import targets_from_args
-
-    planned = plan_targets(args, plan or {})
-    if planned is not None:
-        return planned
-    try:
-        targets = targets_from_args(args)
-    except TargetError as exc:
-        raise EpdoctorError(str(exc)) from exc
-    return targets or [LocalTarget() for _ in range(count)]
-
-
-def live_loop(
-    args: argparse.Namespace, out: Out, board: Any, step: Callable[[], bool], poll_s: float = 0.2
-) -> None:
-    """Call step() until it returns False, drawing the board when in a terminal."""
-    if out.json or args.no_live or not out.console.is_terminal:
-        while step():
-            time.sleep(poll_s)
-        return
-    from rich.live import Live
-
-    with Live(board, console=out.console, refresh_per_second=4, transient=False):
-        while step():
-            time.sleep(poll_s)
-
-
-def line_sink(args: argparse.Namespace, out: Out, board: Any) -> Callable[[str, str], None]:
-    """Lines go to the panes; outside a terminal only the highlighted ones are printed."""
-    from epdoctor.launch.panes import style_of
-
-    plain = not out.json and (args.no_live or not out.console.is_terminal)
-
-    def sink(pane: str, line: str) -> None:
-        board.add(pane, line)
-        if plain and style_of(line):
-            out.print(f"[{pane}] {line[:300]}", markup=False, highlight=False)
-
-    return sink
-
-
-def finding_sink(args: argparse.Namespace, out: Out, board: Any) -> Callable[[str, Any], None]:
-    """A trap the log analyzer found, the moment it shows up: a note on the board."""
-    plain = not out.json and (args.no_live or not out.console.is_terminal)
-
-    def sink(source: str, f: Any) -> None:
-        text = f"{f.status.value.upper()} {f.code} {f.title} ({source})"
-        board.note(text)
-        if plain:
-            out.print(text, markup=False)
-
-    return sink
-
-
-def print_gates(out: Out, gates: list[Any]) -> None:
-    from rich.table import Table
-
-    t = Table(title="gates", show_lines=False)
-    for col in ("gate", "verdict", "summary", "code"):
-        t.add_column(col)
-    for g in gates:
-        t.add_row(g.name, _verdict(g.status.value), g.summary, g.code or "")
-        for e in g.evidence[:6]:
-            t.add_row("", "", f"[dim]{_esc(e)}[/dim]", "")
-    out.print(t)
-
-
-def _verdict(v: str) -> str:
-    style = {
-        "pass": "green",
-        "fail": "bold red",
-        "warn": "yellow",
-        "unknown": "magenta",
-        "skip": "dim",
-    }.get(v, "")
-    label = "unverifiable" if v == "unknown" else v
-    return f"[{style}]{label}[/{style}]" if style else label
-
-
-def _esc(s: str) -> str:
-    from rich.markup import escape
-
-    return escape(s)
-
-
-def exit_for(status: Any) -> int:
-    from epdoctor import exitcodes
-    from epdoctor.model import Status
-
-    return exitcodes.FINDINGS if status in (Status.FAIL, Status.UNKNOWN) else exitcodes.OK
-
-
-def stopped_note(out: Out, lines: list[str]) -> None:
-    for line in lines:
-        out.print(f"[yellow]stopped:[/yellow] {line}")
-
-
-def interrupted_note(out: Out, exc: BaseException, what: str = "") -> None:
-    """What ended the run (Ctrl-C, SIGTERM, SIGHUP) and that what it started is stopped."""
-    from epdoctor.launch.guard import signal_name
-
-    out.print(
-        f"interrupted ({signal_name(exc)}): {what or 'everything epdoctor started is stopped'}"
-    )
-
-
-def stopping(
-    out: Out, stop: Callable[[], list[str]], body: Callable[[Callable[[], None]], int]
-) -> int:
-    """Run `body`; however it ends, what it started is stopped, unless it called keep().
-
-    Ctrl-C, SIGTERM and SIGHUP (epdoctor.launch.guard) arrive as KeyboardInterrupt: say what
-    was stopped and exit INTERRUPTED. An error (a node that would not start, a lost connection)
-    stops the others and propagates. `stop` may run more than once: it is idempotent.
-    """
-    from epdoctor import exitcodes
-
-    kept = False
-
-    def keep() -> None:  # --detach
-        nonlocal kept
-        kept = True
-
-    try:
-        return body(keep)
-    except KeyboardInterrupt as exc:
-        stopped_note(out, stop())
-        interrupted_note(out, exc)
-        return exitcodes.INTERRUPTED
-    except Exception:
-        stopped_note(out, stop())
-        raise
-    finally:
-        if not kept:  # whatever else ends it: nothing it started outlives it
-            stop()
-
-
-# --------------------------------------------------------------------------- kernel test
 def run(args: argparse.Namespace) -> int:
-    from epdoctor import exitcodes
-    from epdoctor.commands._run_kube import run_down
-
     what = getattr(args, "what", None)
     if what is None:
         print("epdoctor run: choose one of kernel-test, serve, smoke, bench, down", file=sys.stderr)
         return exitcodes.ERROR
-    fn = {
-        "kernel-test": run_kernel_test,
-        "serve": run_serve,
-        "smoke": run_smoke,
-        "bench": run_bench,
-        "down": run_down,
-    }[what]
     from epdoctor.launch.guard import stop_on_signals
     from epdoctor.launch.launcher import LaunchError
+    from epdoctor.launch.nodes import close_nodes
 
     # SIGTERM and SIGHUP end the run as Ctrl-C does: what it started is stopped first
     with stop_on_signals() as guard:
         try:
-            return guard.exit_code(fn(args))
+            if what == "down":  # delete what a Kubernetes plan's rollout applied
+                from epdoctor.commands._run_kube import run_down
+
+                return guard.exit_code(run_down(args))
+            return guard.exit_code(launch(args))
         except LaunchError as exc:  # what was started is stopped by then
             print(f"epdoctor run {what}: {exc}", file=sys.stderr)
             return exitcodes.ERROR
@@ -580,563 +75,230 @@ def run(args: argparse.Namespace) -> int:
             _OPEN.clear()
 
 
-def kernel_config(args: argparse.Namespace, plan: dict[str, Any], nodes: list[Any]) -> Any:
-    from epdoctor.launch.gates import NetworkExpectation
-    from epdoctor.launch.kernel_test import KernelTestConfig, builtin_args
+def launch(args: argparse.Namespace) -> int:
+    from epdoctor.launch.session import Launch
+    from epdoctor.reports.launch_text import LaunchView
 
-    kind = "deepep" if args.deepep else (args.kind or "builtin")
-    gpus = args.gpus or int(plan.get("gpus_per_node") or 1)
-    efa_count = args.efa_count or (int(plan["efa_per_node"]) if plan.get("efa_per_node") else None)
-    multi = len(nodes) > 1
-    expect_efa = args.expect_efa if args.expect_efa is not None else (True if multi else None)
-    if expect_efa:
-        reason = ""
-    elif multi:  # --no-expect-efa on several nodes: the operator's word, not a topology
-        reason = "--no-expect-efa"
-    else:
-        reason = "one node: ranks talk over NVLink/PCIe, not a NIC"
-    tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else None
-    test_args = list(builtin_args(tokens, args.baseline)) if kind == "builtin" else []
-    test_args += args.test_arg
-    return KernelTestConfig(
-        kind=kind,
-        nodes=nodes,
-        gpus=gpus,
-        run_dir=run_dir(args, "kernel-test"),
-        python=args.python or default_python(),
-        test_args=tuple(test_args),
-        env=plan_env(plan),
-        deepep_dir=args.deepep or "",
-        backend=args.backend,
-        expect=NetworkExpectation(
-            efa=expect_efa, efa_count=efa_count, multi_node=multi, reason=reason
-        ),
-        timeout_s=args.timeout,
-        master_port=args.master_port,
-        master_addr=args.master_addr or _first_address(nodes),
-    )
+    req = to_launch_request(args)
+    view = LaunchView(req.json, req.live)
+    o = req.options
+    if req.what == "kernel-test" and o.regate:
+        return regate(view, o.regate)
+    plan = config.plan_of(req)
+    if req.what in ("kernel-test", "serve"):  # a Kubernetes plan is applied, gated, taken down
+        from epdoctor.commands._run_kube import maybe_rollout
 
+        if (code := maybe_rollout(args, plan, req.what)) is not None:
+            return code
+    if req.what == "smoke":
+        from epdoctor.launch import smoke
 
-def run_kernel_test(args: argparse.Namespace) -> int:
-    from epdoctor import exitcodes
-    from epdoctor.launch.kernel_test import KernelTestRun, describe
-    from epdoctor.launch.panes import PaneBoard
-
-    out = Out(args)
-    if args.regate:
-        from epdoctor.launch.kernel_test import regate
-
-        try:
-            return _show_kernel_report(out, regate(args.regate), False)
-        except (OSError, ValueError, KeyError) as exc:
-            out.print(f"[red]cannot re-gate {args.regate}: {exc}[/red]")
+        planned = str((plan.get("input") or {}).get("model") or "")
+        model = o.model or smoke.first_model(o.url) or planned
+        if not model:
+            view.print(f"[red]no model: {o.url}/v1/models answered nothing; pass --model[/red]")
             return exitcodes.ERROR
-    plan = load_plan(args.plan)
-    if (code := _kube_plan(args, plan, "kernel-test")) is not None:
-        return code
+        req = replace(req, options=replace(o, model=model))
+        body = json.dumps(smoke.payload(model, o.max_tokens))
+        lines = [f"POST {o.url}/v1/chat/completions {body}"]
+        code = confirm(req, view, lines, "the smoke request")
+        if code is not None:
+            return code
+        return finish(view, Launch("smoke", lines, req, plan, None, nodes_from_args(args, plan)))
+    if req.what == "bench":
+        config.bench_levels(o)  # refused before anything connects
     nodes = nodes_from_args(args, plan)
-    if args.isolate:
-        return run_isolate(args, out, plan, nodes)
-    cfg = kernel_config(args, plan, nodes)
-    code = confirm(args, out, describe(cfg), f"the {cfg.kind} kernel test")
-    if code is not None:
-        return code
-    code = preflight(
-        args, out, nodes, advisory=cfg.kind == "builtin" and len(nodes) == 1, plan=plan
-    )
-    if code is not None:
-        return code
-    board = PaneBoard()
-    krun = KernelTestRun(
-        cfg,
-        on_line=line_sink(args, out, board),
-        watch_factory=log_watch_factory(cfg.expect.efa is True),
-        on_finding=finding_sink(args, out, board),
-    )
-    t0 = time.monotonic()
-
-    def body(keep: Callable[[], None]) -> int:
-        krun.start()
-        if args.detach:  # the one way out that leaves the ranks running
-            keep()
-            return _detached(out, krun.group, cfg.run_dir)
-        board.set_status("kernel test", "running", f"{cfg.world} ranks on {len(nodes)} node(s)")
-
-        def step() -> bool:
-            board.set_status("kernel test", "running", f"{time.monotonic() - t0:.0f}s")
-            return krun.step()
-
-        live_loop(args, out, board, step)
-        report = krun.finish()
-        return _show_kernel_report(out, report, krun.failed_early)
-
-    return stopping(out, krun.stop, body)
-
-
-def _show_kernel_report(out: Out, report: Any, failed_early: bool) -> int:
-    if failed_early:
-        out.print("[red]a node failed: the others were stopped[/red]")
-    stopped_note(out, report.stopped)
-    if out.json:
-        print(json.dumps(report.to_json(), indent=2))
-    else:
-        _print_ranks(out, report.per_rank)
-        print_gates(out, report.gates)
-        for name, path in report.logs.items():
-            out.print(f"[dim]log {name}: {path}[/dim]")
-        start = next((g for g in report.gates if g.name == "start"), None)
-        if start is not None:  # why it never ran: the finding, said last where it is read
-            out.print(f"[bold red]cause:[/bold red] {_esc(start.summary)} ({start.code})")
-        out.print(f"kernel test: {_verdict(report.status.value)}")
-    return exit_for(report.status)
-
-
-def _kube_plan(args: argparse.Namespace, plan: dict[str, Any], what: str) -> int | None:
-    """The one place a Kubernetes plan goes to its rollout (epdoctor/commands/_run_kube.py):
-    its exit code, or None when the launch runs in pods that are there already."""
-    from epdoctor.commands._run_kube import maybe_rollout
-
-    return maybe_rollout(args, plan, what)
-
-
-def _first_address(nodes: list[Any]) -> str:
-    """The rendezvous address: the first node's, as the others reach it."""
-    return str(getattr(nodes[0], "address", None) or "127.0.0.1")
-
-
-def run_isolate(args: argparse.Namespace, out: Out, plan: dict[str, Any], nodes: list[Any]) -> int:
-    """The built-in test on node pairs (half-splits first on large fleets); outliers reported."""
-    from epdoctor import exitcodes
-    from epdoctor.launch import isolate as iso
-    from epdoctor.launch.kernel_test import KernelTestRun, describe, run_to_end
-
-    if len(nodes) < 2:
-        out.print(
+    isolate = req.what == "kernel-test" and o.isolate
+    if isolate and len(nodes) < 2:
+        view.print(
             "[red]--isolate needs several nodes (SSH hosts or Kubernetes pods); this launch "
             "has one[/red]"
         )
         return exitcodes.ERROR
-    args.deepep, args.kind = None, "builtin"
-    by_name = {n.name: n for n in nodes}
-    pairs = iso.pair_plan(list(by_name))
-    sample = kernel_config(args, plan, [by_name[p] for p in pairs[0]])
-    lines = [
-        f"{len(pairs)} pair runs (half-splits first from {iso.HALVES_FROM} nodes), each:",
-        *describe(sample),
-    ]
-    code = confirm(args, out, lines, "isolation")
+    prepared = config.prepare(req, plan, nodes)
+    cfg = prepared.cfg
+    what = {"serve": f"serving ({getattr(cfg, 'engine', '')})", "bench": "the benchmark"}.get(
+        req.what, "isolation" if isolate else f"the {getattr(cfg, 'kind', '')} kernel test"
+    )
+    code = confirm(req, view, prepared.lines, what)
+    if code is None and req.what != "bench":
+        advisory = req.what == "kernel-test" and not isolate
+        advisory = advisory and cfg.kind == "builtin" and len(nodes) == 1
+        engine = cfg.engine if req.what == "serve" else None
+        code = preflight(req, view, nodes, advisory, engine, plan)
     if code is not None:
         return code
-    code = preflight(args, out, nodes, advisory=False, plan=plan)
-    if code is not None:
-        return code
+    return finish(view, prepared)
 
-    def run_group(group: Any) -> Any:
-        members = [by_name[n] for n in group]
-        cfg = kernel_config(args, plan, members)
-        cfg.run_dir = f"{cfg.run_dir}/{'+'.join(group)}"
-        report = run_to_end(KernelTestRun(cfg))
-        return iso.from_report(report, list(group), cfg.gpus)
+
+def confirm(req: LaunchRequest, view: Any, lines: list[str], what: str) -> int | None:
+    """Show the commands; None to go on, else the exit code."""
+    view.print(f"[bold]epdoctor will run {len(lines)} command(s) for {what}:[/bold]")
+    for line in lines:
+        view.print(f"  {line}", markup=False, soft_wrap=True)
+    if req.dry_run:
+        view.print("(dry run: nothing started)")
+        return exitcodes.OK
+    if req.yes:
+        return None
+    if not sys.stdin.isatty():
+        view.print("[red]refusing to start without --yes: stdin is not a terminal[/red]")
+        return exitcodes.ERROR
+    answer = input("Start them? [y/N] ").strip().lower()
+    if answer not in ("y", "yes"):
+        view.print("nothing started")
+        return exitcodes.OK
+    return None
+
+
+def preflight(
+    req: LaunchRequest,
+    view: Any,
+    nodes: list[Any],
+    advisory: bool,
+    engine: str | None,
+    plan: dict[str, Any],
+) -> int | None:
+    """Read-only diagnose of every node first. None: go on; else the exit code."""
+    from epdoctor.launch.preflight import preflight as diagnose_first
+    from epdoctor.launch.preflight import preflight_targets
+
+    if not req.preflight:
+        return None
+    targets = preflight_targets(req.targets, plan, req.plan_file, len(nodes))
+    view.print("[dim]preflight: read-only diagnose of every node...[/dim]")
+    pre = diagnose_first(targets, engine)
+    for e in pre.errors:
+        view.print(f"[red]preflight could not run: {e}[/red]")
+    for name, f in pre.failing:
+        view.print(f"  [red]FAIL[/red] {f.code} {f.title} [dim]({name})[/dim]")
+    if pre.clean:
+        view.print("[green]preflight: no failing finding[/green]")
+        return None
+    if advisory and not pre.errors:
+        view.print(
+            "[yellow]preflight: advisory for a one-node built-in test, which needs only "
+            "PyTorch and the GPUs and crosses no NIC: it goes on, and its own gates say "
+            "whether it ran (the findings still matter for serving)[/yellow]"
+        )
+        return None
+    if req.force:
+        view.print("[yellow]--force: launching despite the failing preflight[/yellow]")
+        return None
+    view.print(
+        "preflight failed: nothing started (`epdoctor diagnose` explains; --force launches anyway)"
+    )
+    return exitcodes.FINDINGS
+
+
+def finish(view: Any, launch: Any) -> int:
+    """Run the confirmed launch, its events drawn by `view`; the exit code of its outcome."""
+    from epdoctor.launch.guard import signal_name
+    from epdoctor.launch.session import Session
+    from epdoctor.logwatch import log_watch_factory
+
+    kernel = launch.what == "kernel-test" and not launch.isolate
+    view.show_readiness = launch.what == "serve"
+    watch = log_watch_factory(launch.cfg.expect.efa is True) if kernel else log_watch_factory()
+    session = Session(launch, watch_factory=watch, **view.events())
+    out = session.run()
+    if out.status == "error" and out.exc is not None:
+        if out.what in ("kernel-test", "serve"):  # what the error left running is stopped
+            view.stopped(out.stopped)
+        raise out.exc
+    if out.status == "interrupted":
+        if out.what == "smoke":
+            raise out.exc or KeyboardInterrupt()
+        view.stopped(out.stopped)
+        what = {"isolate": "the running pair was stopped"}.get(out.what, "")
+        if out.what == "bench" and not any(c is not None for _, c in launch.cfg or []):
+            what = "nothing of epdoctor's was running"
+        view.interrupted(signal_name(out.exc) if out.exc else "Ctrl-C", what)
+        return exitcodes.INTERRUPTED
+    if out.status == "detached":
+        if view.json and out.result is not None:
+            print(json.dumps({"gate": out.gates[0].to_json(), **out.result}, indent=2))
+        view.detached(session.procs, launch.cfg.run_dir)
+        return exitcodes.OK
+    shown = {"kernel-test": _kernel_test, "isolate": _isolate, "serve": _serve, "smoke": _smoke}
+    return shown.get(out.what, _bench)(view, launch, out)
+
+
+def exit_for(status: str) -> int:
+    return exitcodes.FINDINGS if status in ("fail", "unknown") else exitcodes.OK
+
+
+def regate(view: Any, run_dir: str) -> int:
+    from epdoctor.launch.kernel_test import regate as gate_again
 
     try:
-        results, outliers = iso.isolate(
-            list(by_name),
-            run_group,
-            on_result=lambda r: out.print(
-                f"{'+'.join(r.nodes)}: {'pass' if r.ok else r.summary}", markup=False
-            ),
-            expect_efa=args.expect_efa is not False and args.backend != "gloo",
-        )
-    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP
-        interrupted_note(out, exc, "the running pair was stopped")
-        return exitcodes.INTERRUPTED
-    if out.json:
+        report = gate_again(run_dir)
+    except (OSError, ValueError, KeyError) as exc:
+        view.print(f"[red]cannot re-gate {run_dir}: {exc}[/red]")
+        return exitcodes.ERROR
+    view.kernel_report(report, False)
+    return exit_for(report.status.value)
+
+
+def _kernel_test(view: Any, launch: Any, out: Any) -> int:
+    view.kernel_report(out.result, out.failed_early)
+    return exit_for(out.status)
+
+
+def _isolate(view: Any, launch: Any, out: Any) -> int:
+    from epdoctor.launch import isolate as iso
+
+    results, outliers = out.result
+    if view.json:
         print(json.dumps(iso.to_json(results, outliers), indent=2))
     else:
-        for o in outliers:
-            out.print(f"[red]{o.code}[/red] {o.node}: {o.reason}")
-            for e in o.evidence[:4]:
-                out.print(f"    {e}", markup=False)
-        if not outliers:
-            out.print(
-                "no outlier node"
-                + ("" if all(r.ok for r in results) else " (failures are not pinned on one node)")
-            )
-    return exitcodes.FINDINGS if outliers or not all(r.ok for r in results) else exitcodes.OK
+        view.isolation(results, outliers)
+    return exitcodes.OK if out.status == "pass" else exitcodes.FINDINGS
 
 
-def _print_ranks(out: Out, rows: list[dict[str, Any]]) -> None:
-    if not rows:
-        return
-    from rich.table import Table
-
-    t = Table(title="ranks")
-    for col in (
-        "rank",
-        "host",
-        "numerics",
-        "network",
-        "peers via",
-        "tokens",
-        "dispatch GB/s",
-        "combine GB/s",
-        "EP/a2a",
-    ):
-        t.add_column(col)
-    for r in rows:
-        t.add_row(
-            str(r["rank"]),
-            str(r["host"] or "?"),
-            _numerics(r["numerics"]),
-            str(r["network"] or "-"),
-            ", ".join(r["peers_via"]) or "-",
-            str(r["num_tokens"] or "-"),
-            _f(r["dispatch_gbps"]),
-            _f(r["combine_gbps"]),
-            _f(r["overhead_ratio"]),
-        )
-    out.print(t)
+def _serve(view: Any, launch: Any, out: Any) -> int:
+    view.stopped(out.stopped)  # a gate that failed, or an engine that exited
+    if out.reason == "not ready" and view.json:
+        print(json.dumps({"gate": out.gates[0].to_json(), **out.result}, indent=2))
+    return exitcodes.FINDINGS
 
 
-def _numerics(v: str) -> str:
-    return {"pass": "[green]pass[/green]", "fail": "[bold red]fail[/bold red]"}.get(v, v)
-
-
-def _f(x: Any) -> str:
-    return f"{x:.2f}" if isinstance(x, (int, float)) else "-"
-
-
-def _detached(out: Out, group: Any, rdir: str) -> int:
-    from epdoctor import exitcodes
-
-    for p in group.procs:
-        out.print(
-            f"detached: {p.name} pid {p.pid} (process group {p.pid}) log "
-            f"{p.node.name}:{p.spec.log_path}",
-            markup=False,
-            soft_wrap=True,
-        )
-    out.print(f"logs under {rdir}", markup=False, soft_wrap=True)
-    out.print("still running (--detach). Stop it later with:", markup=False)
-    for p in group.procs:
-        out.print(f"  {p.stop_command()}", markup=False, soft_wrap=True)
-    return exitcodes.OK
-
-
-# --------------------------------------------------------------------------- serve
-def _engine_of(args: argparse.Namespace, plan: dict[str, Any]) -> str:
-    return args.engine or str((plan.get("input") or {}).get("engine") or "vllm")
-
-
-def serve_config(
-    args: argparse.Namespace, plan: dict[str, Any], nodes: list[Any], leader_cmd: str | None = None
-) -> Any:
-    from epdoctor.launch.serve import ServeConfig
-    from epdoctor.model import EpdoctorError
-
-    cmds = plan.get("commands") or {}
-    leader = leader_cmd or getattr(args, "cmd", None) or cmds.get("leader")
-    if not leader:
-        raise EpdoctorError("no serve command: pass --cmd or --plan plan.json")
-    worker = getattr(args, "worker_cmd", None)
-    if worker is None:
-        worker = cmds.get("worker") or ""
-    return ServeConfig(
-        nodes=nodes,
-        leader_cmd=leader,
-        worker_cmd=worker if len(nodes) > 1 else "",
-        engine=_engine_of(args, plan),
-        url=args.url,
-        run_dir=run_dir(args, "serve"),
-        env=plan_env(plan),
-        budget_s=args.startup_budget,
-        leader_addr=getattr(args, "master_addr", None) or _first_address(nodes),
-    )
-
-
-def log_watch_factory(expect_efa: bool | None = None) -> Callable[[str], Any] | None:
-    """The log analyzer, one per stream: it explains traps the moment their lines appear.
-
-    ``expect_efa`` False (``--no-expect-efa``, a one-node kernel test): a rank on Socket or
-    P2P is not judged a failure in the panes; None or True: EFA is the goal.
-    """
-    try:
-        from epdoctor.checks.base import Context
-        from epdoctor.checks.logs import LogAnalyzer
-    except ImportError:
-        return None
-    opts = {"expect_efa": False} if expect_efa is False else {}
-    return lambda source: _SourceWatch(LogAnalyzer(Context(options=opts)), source)
-
-
-class _SourceWatch:
-    """One stream's analyzer, told which stream its bytes come from (ranks are named by it)."""
-
-    def __init__(self, analyzer: Any, source: str) -> None:
-        import inspect
-
-        self.analyzer = analyzer
-        self.source = source
-        self._named = "source" in inspect.signature(analyzer.feed).parameters
-
-        self.error: str | None = None
-
-    def feed(self, data: bytes) -> list[Any]:
-        # a bug in the analysis must not stop the launch it explains: it goes quiet instead
-        if self.error:
-            return []
-        try:
-            if self._named:
-                return list(self.analyzer.feed(data, source=self.source))
-            return list(self.analyzer.feed(data))
-        except Exception as exc:
-            self.error = f"{type(exc).__name__}: {exc}"
-            print(
-                f"epdoctor: log analysis of {self.source} stopped ({self.error})", file=sys.stderr
-            )
-            return []
-
-
-def make_serve_run(args: argparse.Namespace, out: Out, cfg: Any, board: Any) -> Any:
-    from epdoctor.launch.serve import ServeRun
-
-    return ServeRun(
-        cfg,
-        on_line=line_sink(args, out, board),
-        watch_factory=log_watch_factory(getattr(args, "expect_efa", None)),
-        on_finding=finding_sink(args, out, board),
-    )
-
-
-def start_serving(args: argparse.Namespace, out: Out, srun: Any, board: Any) -> Any:
-    """Start and wait for readiness; returns the gate. Ctrl-C propagates (caller stops srun)."""
-    srun.start()
-    why: list[str] = []
-    plain = not out.json and (args.no_live or not out.console.is_terminal)
-    last = [0.0]
-
-    def step() -> bool:
-        r = srun.step()
-        p = srun.waiter.last
-        text = (
-            f"{srun.waiter.elapsed:.0f}s of {srun.cfg.budget_s:.0f}s: "
-            f"{p.detail if p else 'starting'}"
-        )
-        board.set_status("ready", "waiting", text)
-        if plain and r is None and srun.waiter.elapsed - last[0] >= 30:
-            last[0] = srun.waiter.elapsed
-            out.print(f"waiting for readiness: {text}", markup=False)
-        if r is None:
-            return True
-        why.append(r)
-        return False
-
-    live_loop(args, out, board, step, poll_s=0.3)
-    return srun.gate(why[0] if why else "budget")
-
-
-def run_serve(args: argparse.Namespace) -> int:
-    from epdoctor import exitcodes
-    from epdoctor.launch.panes import PaneBoard
-    from epdoctor.launch.serve import describe
-    from epdoctor.model import Status
-
-    out = Out(args)
-    plan = load_plan(args.plan)
-    if (code := _kube_plan(args, plan, "serve")) is not None:
-        return code
-    nodes = nodes_from_args(args, plan)
-    cfg = serve_config(args, plan, nodes)
-    code = confirm(args, out, describe(cfg), f"serving ({cfg.engine})")
-    if code is not None:
-        return code
-    code = preflight(args, out, nodes, advisory=False, engine=cfg.engine, plan=plan)
-    if code is not None:
-        return code
-    board = PaneBoard()
-    srun = make_serve_run(args, out, cfg, board)
-
-    def body(keep: Callable[[], None]) -> int:
-        gate = start_serving(args, out, srun, board)
-        print_gates(out, [gate])
-        if gate.status is not Status.PASS:
-            stopped_note(out, srun.stop())
-            _serve_json(out, srun, gate)
-            return exitcodes.FINDINGS
-        if args.detach:  # after ready: the one way out that leaves the engine running
-            keep()
-            _serve_json(out, srun, gate)
-            return _detached(out, srun.group, cfg.run_dir)
-        out.print("ready: following the logs; Ctrl-C (or SIGTERM, SIGHUP) stops the engine")
-
-        def follow() -> bool:
-            srun.follow()
-            return bool(srun.group.running())
-
-        live_loop(args, out, board, follow, poll_s=0.5)
-        out.print("[red]the engine exited[/red]")
-        stopped_note(out, srun.stop())  # what is left of its process groups
-        return exitcodes.FINDINGS
-
-    return stopping(out, srun.stop, body)
-
-
-def _serve_json(out: Out, srun: Any, gate: Any) -> None:
-    if out.json:
-        print(json.dumps({"gate": gate.to_json(), **srun.summary()}, indent=2))
-
-
-# --------------------------------------------------------------------------- smoke
-def run_smoke(args: argparse.Namespace) -> int:
-    from epdoctor import exitcodes
-    from epdoctor.launch import smoke
-    from epdoctor.launch.counters import gate_since, snapshots
-
-    out = Out(args)
-    plan = load_plan(args.plan)
-    model = (
-        args.model
-        or smoke.first_model(args.url)
-        or str((plan.get("input") or {}).get("model") or "")
-    )
-    if not model:
-        out.print(f"[red]no model: {args.url}/v1/models answered nothing; pass --model[/red]")
+def _smoke(view: Any, launch: Any, out: Any) -> int:
+    if out.status == "error":
+        view.print(f"[red]{out.error}[/red]")
         return exitcodes.ERROR
-    body = json.dumps(smoke.payload(model, args.max_tokens))
-    code = confirm(args, out, [f"POST {args.url}/v1/chat/completions {body}"], "the smoke request")
-    if code is not None:
-        return code
-    nodes = nodes_from_args(args, plan)
-    python = args.python or "python3"
-    before = snapshots(nodes, python)
-    res = smoke.smoke(args.url, model, args.max_tokens)
-    cgate, _ = gate_since(before, nodes, python)
-    if out.json:
-        print(json.dumps({**res.to_json(), "counters": cgate.to_json()}, indent=2))
+    if view.json:
+        print(json.dumps({**out.result.to_json(), "counters": out.gates[1].to_json()}, indent=2))
     else:
-        out.print(f"reply ({res.latency_s:.2f}s): {res.reply!r}", markup=False)
-        print_gates(out, [res.gate, cgate])
-    return exit_for(res.gate.status)
+        view.gates(out.gates)
+    return exit_for(out.status)
 
 
-# --------------------------------------------------------------------------- bench
-def run_bench(args: argparse.Namespace) -> int:
-    from epdoctor import exitcodes
-    from epdoctor.launch import bench, smoke
-    from epdoctor.launch.panes import PaneBoard
-    from epdoctor.model import EpdoctorError, Status
+def _bench(view: Any, launch: Any, out: Any) -> int:
+    from epdoctor.launch import bench
 
-    out = Out(args)
-    plan = load_plan(args.plan)
-    levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
-    if not levels or any(c < 1 for c in levels):
-        raise EpdoctorError(f"--concurrency: positive integers expected, got {args.concurrency!r}")
-    nodes = nodes_from_args(args, plan)
-    arms: list[tuple[str, str | None]] = [("current", None)]
-    lines = [
-        f"warm-up {args.warmup}, then per level {levels}: "
-        f"{args.requests_per_level or '5 x level'} requests to {args.url} "
-        f"(max_tokens {args.max_tokens}, ignore_eos, unique prefixes)"
-    ]
-    cfgs: dict[str, Any] = {}
-    if args.ab:
-        base_cfg = serve_config(args, plan, nodes)
-        cfgs["current"] = base_cfg
-        alt = serve_config(args, plan, nodes, bench.with_backend(base_cfg.leader_cmd, args.ab))
-        cfgs[args.ab] = alt
-        arms = [("current", base_cfg.leader_cmd), (args.ab, alt.leader_cmd)]
-        lines = [f"serve: bash -c {c!r}, then the sweep, then stop" for _, c in arms] + lines
-    code = confirm(args, out, lines, "the benchmark")
-    if code is not None:
-        return code
-    results: list[bench.BenchResult] = []
-    board = PaneBoard()
-    current: list[Any] = []  # the serve run in progress, for Ctrl-C
-    try:
-        for label, _cmd in arms:
-            srun = None
-            if label in cfgs:
-                srun = make_serve_run(args, out, cfgs[label], board)
-                current[:] = [srun]
-                gate = start_serving(args, out, srun, board)
-                if gate.status is not Status.PASS:
-                    stopped_note(out, srun.stop())
-                    print_gates(out, [gate])
-                    return exitcodes.FINDINGS
-            try:
-                model = args.model or smoke.first_model(args.url)
-                if not model:
-                    out.print(f"[red]no model at {args.url}/v1/models; pass --model[/red]")
-                    return exitcodes.ERROR
-                send = bench.http_sender(args.url, model, args.max_tokens, args.request_timeout)
-                res = bench.run_bench(
-                    send,
-                    levels,
-                    args.max_tokens,
-                    args.requests_per_level,
-                    args.warmup,
-                    label=label,
-                    model=model,
-                    on_level=lambda lv: out.print(
-                        f"[dim]c={lv.concurrency}: {lv.ok}/{lv.n} ok[/dim]"
-                    ),
-                )
-                results.append(res)
-            finally:
-                if srun is not None:
-                    stopped_note(out, srun.stop())
-                    current.clear()
-    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP
-        for srun in current:
-            stopped_note(out, srun.stop())
-        interrupted_note(
-            out,
-            exc,
-            "everything epdoctor started is stopped"
-            if cfgs
-            else "nothing of epdoctor's was running",
-        )
-        return exitcodes.INTERRUPTED
-    finally:
-        for srun in current:  # an error while one arm was starting: it is stopped too
-            srun.stop()
-    doc = {"results": [r.to_json() for r in results], "baseline": args.ab}
-    if args.output:
-        os.makedirs(args.output, exist_ok=True)
-        with open(os.path.join(args.output, "bench.json"), "w", encoding="utf-8") as f:
+    if out.status == "error":  # said as it happened
+        return exitcodes.ERROR
+    if out.reason == "not ready":
+        view.stopped(out.stopped)
+        view.gates(out.gates)
+        return exitcodes.FINDINGS
+    o, results = launch.options, out.result
+    doc = {"results": [r.to_json() for r in results], "baseline": o.ab}
+    if o.output:
+        os.makedirs(o.output, exist_ok=True)
+        with open(os.path.join(o.output, "bench.json"), "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=2)
-        with open(os.path.join(args.output, "bench.csv"), "w", encoding="utf-8") as f:
+        with open(os.path.join(o.output, "bench.csv"), "w", encoding="utf-8") as f:
             f.write(bench.to_csv(results))
-    if out.json:
+    if view.json:
         print(json.dumps(doc, indent=2))
     else:
-        _print_bench(out, results)
-        print_gates(out, [r.gate() for r in results])
-        if not args.ab:
-            out.print(
+        view.bench(results)
+        view.gates(out.gates)
+        if not o.ab:
+            view.print(
                 "[dim]M702: no baseline backend measured; --ab allgather_reducescatter runs "
                 "one the same way[/dim]"
             )
     return exitcodes.OK if all(r.all_ok for r in results) else exitcodes.FINDINGS
-
-
-def _print_bench(out: Out, results: list[Any]) -> None:
-    from rich.table import Table
-
-    t = Table(title="bench (percentiles over successes only)")
-    for col in ("arm", "conc", "ok/n", "tok/s", "p50 s", "p90 s", "p99 s", "failures"):
-        t.add_column(col)
-    for r in results:
-        for lv in r.levels:
-            s = lv.stats()
-            t.add_row(
-                r.label,
-                str(s["concurrency"]),
-                f"{s['ok']}/{s['n']}",
-                _f(s["tok_s"]),
-                _f(s["p50_s"]),
-                _f(s["p90_s"]),
-                _f(s["p99_s"]),
-                ", ".join(f"{k} x{v}" for k, v in s["failures"].items()) or "-",
-            )
-    out.print(t)

@@ -15,8 +15,7 @@ STARTS = ("targets", "traps", "wizard", "launch", "tour")
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    from epdoctor.commands._common import add_context_arguments
-    from epdoctor.targets.selection import add_target_arguments
+    from epdoctor.options import add_context_arguments, add_target_arguments
 
     p.add_argument("--plan", metavar="FILE", help="plan.json from `epdoctor plan -o DIR`")
     p.add_argument(

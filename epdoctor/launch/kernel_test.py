@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from epdoctor.checks.logs import LogAnalyzer
 from epdoctor.checks.registry import detector
 from epdoctor.facts.logs.model import RankFacts
+from epdoctor.facts.logs.prefix import rank_of_line
 from epdoctor.launch import counters as hwc
 from epdoctor.launch.gates import (
     RESULT_MARKER,
@@ -49,7 +49,8 @@ from epdoctor.launch.gates import (
     start_gate,
 )
 from epdoctor.launch.launcher import Group, LocalNode, Node, ProcSpec
-from epdoctor.launch.streams import Chunk, Follower, LineSplitter, WatchedDir, rank_of_line
+from epdoctor.launch.streams import Chunk, Follower, LineSplitter, WatchedDir
+from epdoctor.logwatch import LogAnalyzer
 from epdoctor.model import Finding, Status
 
 KINDS = ("builtin", "deepep", "trtllm", "plan")

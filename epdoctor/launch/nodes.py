@@ -10,7 +10,6 @@ read: neither can start anything, and saying so beats launching elsewhere.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 from collections import Counter
@@ -19,25 +18,86 @@ from typing import Any
 from epdoctor.launch.launcher import LocalNode, Node
 from epdoctor.launch.shell_node import ShellNode
 from epdoctor.model import EpdoctorError
+from epdoctor.requests import TargetSpec
 
 
-def nodes_from_args(args: argparse.Namespace) -> list[Node]:
-    """The nodes the target flags name (this host when they name none)."""
+def open_nodes(spec: TargetSpec) -> list[Node]:
+    """The nodes a TargetSpec names (this host when it names none)."""
     from epdoctor.targets.base import TargetError
-    from epdoctor.targets.selection import targets_from_args
+    from epdoctor.targets.selection import open_targets
 
-    if getattr(args, "bundle", None):
+    if spec.bundle:
         raise EpdoctorError("--bundle replays a saved diagnosis; it cannot run anything")
-    if getattr(args, "nodes", False):
+    if spec.nodes:
         raise EpdoctorError(
             "--nodes probes nodes through read-only Job pods; launch into the "
             "engine's pods with --pod or -l instead"
         )
     try:
-        targets = targets_from_args(args)
+        targets = open_targets(spec)
     except TargetError as exc:
         raise EpdoctorError(str(exc)) from exc
     return nodes_for(targets)
+
+
+def launch_nodes(spec: TargetSpec, plan: dict[str, Any], plan_file: str | None) -> list[Node]:
+    """Where the launch runs: the SSH hosts / pods the target flags name; else the plan's
+    pods (a Kubernetes plan); else this host. A plan for several bare nodes names no
+    address this host could stand in for: it is refused, naming what to pass."""
+    targets = plan_targets(spec, plan, plan_file)
+    return nodes_for(targets) if targets is not None else open_nodes(spec)
+
+
+def plan_targets(spec: TargetSpec, plan: dict[str, Any], plan_file: str | None) -> list[Any] | None:
+    """The targets a plan names when no target flag does: the StatefulSet pods of a
+    Kubernetes plan (NAME-0 .. NAME-(N-1), leader first, in the plan's namespace or -n's).
+    None: the target flags (or this host) decide."""
+    inp = plan.get("input") if isinstance(plan.get("input"), dict) else {}
+    target = inp.get("target")
+    if not plan or spec.names_targets:  # given, the target flags win over a plan
+        return None
+    nodes = int(plan.get("nodes") or inp.get("nodes") or 1)
+    if target == "bare":
+        hosts = [str(h) for h in inp.get("hosts") or []]
+        if nodes > 1 or hosts:
+            where = ",".join(hosts) if hosts else ",".join(f"NODE{i}" for i in range(nodes))
+            raise EpdoctorError(
+                f"{plan_file} plans {nodes} bare node(s); name them: --ssh {where} "
+                "(leader first; or --hosts FILE)"
+            )
+        return None
+    if target != "kubernetes":
+        return None
+    name = str(plan.get("name") or inp.get("name") or "")
+    namespace = spec.namespace or str(inp.get("namespace") or "default")
+    if not name:
+        raise EpdoctorError(f"{plan_file} names no StatefulSet: pass --pod NAME or -l SELECTOR")
+    return plan_pods(spec, name, namespace, nodes, plan_file)
+
+
+def plan_pods(
+    spec: TargetSpec, name: str, namespace: str, count: int, plan_file: str | None
+) -> list[Any]:
+    """The pods NAME-0 .. NAME-(count-1) in `namespace`, each checked to exist, leader first."""
+    from epdoctor.targets import kube
+    from epdoctor.targets.base import TargetError
+
+    pods = [f"{name}-{i}" for i in range(count)]
+    shown = pods[0] if count == 1 else f"{pods[0]} .. {pods[-1]}"
+    try:
+        session = kube.KubeSession.connect(spec.context, spec.kubeconfig, spec.request_timeout)
+        found = [kube.select_pods(session, namespace=namespace, pod=p)[0] for p in pods]
+        return [kube.KubePodTarget(session, p, spec.container) for p in found]
+    except TargetError as exc:
+        hint = (
+            "apply the plan first (without --attach, `epdoctor run` applies it), or name the "
+            "pods with --pod / -l"
+            if "not found" in str(exc)
+            else "or name where to run with --pod, -l or --ssh"
+        )
+        raise EpdoctorError(
+            f"{plan_file} runs in the pods {shown} (namespace {namespace}): {exc}; {hint}"
+        ) from exc
 
 
 def nodes_for(targets: list[Any]) -> list[Node]:

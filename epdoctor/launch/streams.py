@@ -4,13 +4,12 @@
 last call. Sources are the started processes' logs and, for each watched
 directory on a node, every file that appears in it (NCCL_DEBUG_FILE writes one
 per rank). ``LineSplitter`` turns a source's chunks into lines, and
-``rank_of_line`` finds which rank a torchrun-prefixed line belongs to, so one
-node stream becomes one pane per rank.
+``epdoctor.facts.logs.prefix.rank_of_line`` finds which rank a torchrun-prefixed line
+belongs to, so one node stream becomes one pane per rank.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -93,23 +92,3 @@ class LineSplitter:
     def flush(self) -> list[str]:
         rest, self._buf = self._buf, b""
         return [redact_text(rest.decode("utf-8", "replace"))] if rest else []
-
-
-# torchrun --tee prefixes each local rank's lines with [<role><local_rank>]:
-# (e.g. [default3]:); PyTorch's own error output uses [rank<global>]:.
-_TORCHRUN = re.compile(r"^\[(?P<role>[A-Za-z_]*?)(?P<n>\d+)\]:")
-
-
-def rank_of_line(line: str, node_index: int, nproc_per_node: int) -> int | None:
-    """Global rank of a torchrun-prefixed line, or None for the agent's own lines."""
-    m = _TORCHRUN.match(line)
-    if not m:
-        return None
-    n = int(m.group("n"))
-    if m.group("role") == "rank":
-        return n
-    return node_index * nproc_per_node + n
-
-
-def strip_rank_prefix(line: str) -> str:
-    return _TORCHRUN.sub("", line, count=1)

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from epdoctor.checks.base import Context
 from epdoctor.checks.env import env_findings
-from epdoctor.model import Finding, Status
+from epdoctor.model import Context, Finding, Status
 from epdoctor.plan.model import Plan
 
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from epdoctor.checks.logs import LogAnalysis
 from epdoctor.facts.logs.model import RankFacts
 from epdoctor.model import Finding, Status
 from epdoctor.redact import redact_text
 from epdoctor.reports.common import counts
 from epdoctor.reports.layout import hang
+
+if TYPE_CHECKING:  # the analysis is made one layer up (epdoctor.logwatch); only read here
+    from epdoctor.logwatch import LogAnalysis
 
 STYLE = {"fail": "bold red", "warn": "yellow", "unknown": "magenta", "pass": "green", "skip": "dim"}
 COLUMNS = (
@@ -130,14 +132,6 @@ def render_markdown(a: LogAnalysis) -> str:
 
 
 # --- the hook `epdoctor diagnose --log FILE` uses ------------------------------------------
-def attach(results: list[Any], a: LogAnalysis) -> None:
-    """Append the log findings to the local target's result (else the first one)."""
-    if not results:
-        return
-    target = next((r for r in results if r.target.kind == "local"), results[0])
-    target.findings.extend(a.findings)
-
-
 def extend_report(kind: str, rendered: str | None, a: LogAnalysis, console: Any = None) -> str:
     """The per-rank table added to a diagnose report: json / markdown text, or printed (text)."""
     if kind == "json" and rendered is not None:

@@ -4,30 +4,12 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from epdoctor.model import TargetInfo
 
-
-@dataclass(frozen=True)
-class ProbeOptions:
-    """What to ask the node probe for. Translated to probe argv by probe_argv()."""
-
-    pids: tuple[int, ...] = ()
-    all_pids: bool = False
-    timeout_s: float = 60.0  # whole-probe deadline on the target
-    root: str | None = None  # read the node's files under this directory (mounted root/image)
-    extra: tuple[str, ...] = field(default=())
-
-    def probe_argv(self) -> list[str]:
-        argv = ["--deadline", str(int(self.timeout_s))]
-        for pid in self.pids:
-            argv += ["--pid", str(int(pid))]
-        if self.all_pids:
-            argv.append("--all-pids")
-        if self.root:
-            argv += ["--root", self.root]
-        return argv + list(self.extra)
+# The probe's request is one of the core's typed requests; every target reads it from here.
+from epdoctor.requests import ProbeOptions
 
 
 @dataclass(frozen=True)

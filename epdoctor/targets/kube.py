@@ -1,6 +1,6 @@
 """Kubernetes pods as targets, through the official `kubernetes` client.
 
-Imported only when a Kubernetes flag was given (kube_cli.from_args), so
+Imported only when a Kubernetes flag was given (kube_cli.from_spec), so
 `epdoctor --help` and local diagnose never load the client.
 
 One pod is one target. The node probe runs inside the pod's container over the

@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from epdoctor.model import TargetInfo
+from epdoctor.requests import TargetSpec
 from epdoctor.targets.base import ProbeOptions, ProbeOutput, Target, TargetError
 from epdoctor.targets.kube import (
     KubeApiError,
@@ -123,20 +124,20 @@ def list_nodes(session: KubeSession, selector: str) -> list[str]:
     return names
 
 
-def node_targets(session: KubeSession, args: Any) -> list[Target]:
-    if not args.selector:
+def node_targets(session: KubeSession, spec: TargetSpec) -> list[Target]:
+    if not spec.selector:
         raise TargetError(
             "--nodes needs -l SELECTOR (e.g. node.kubernetes.io/instance-type=p5en.48xlarge)"
         )
-    selector = valid_selector(args.selector)
-    namespace = valid_namespace(args.namespace or session.namespace)
-    image = args.job_image or DEFAULT_IMAGE
+    selector = valid_selector(spec.selector)
+    namespace = valid_namespace(spec.namespace or session.namespace)
+    image = spec.job_image or DEFAULT_IMAGE
     nodes = list_nodes(session, selector)
     run = secrets.token_hex(3)
     # Only the deadline applies on a node's host view (no workload pids to follow).
-    options = ProbeOptions(timeout_s=float(getattr(args, "timeout", None) or 60))
+    options = ProbeOptions(timeout_s=float(spec.probe_timeout or 60))
     jobs = [job_object(n, run, i, namespace, image, options) for i, n in enumerate(nodes)]
-    confirm(jobs, namespace, yes=bool(args.yes))
+    confirm(jobs, namespace, yes=bool(spec.yes))
     return [KubeNodeJobTarget(session, n, j) for n, j in zip(nodes, jobs, strict=True)]
 
 

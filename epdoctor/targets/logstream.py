@@ -1,4 +1,5 @@
-"""Log sources as byte streams that another thread can stop, and a reader that follows many.
+"""Log sources: byte streams that another thread can stop, a reader that follows many, and the
+fast scan of whole files.
 
 A ``LogStream`` is one source (a file, stdin, a pod container's log, a file on an SSH host):
 iterate it once for its chunks; ``stop()`` ends the iteration soon, from any thread, and releases
@@ -7,7 +8,14 @@ its own thread and hands the chunks to the caller's thread in arrival order, so 
 analyzer sees each line the moment it arrives; when the caller stops (Ctrl-C, a deadline, every
 stream ended) every stream is stopped before ``follow`` returns.
 
-Only bytes cross this module: no parsing, no rich, no transport client.
+``iter_path(path)`` reads a whole file, ``-`` (stdin) or a ``.gz`` for its candidate lines
+(epdoctor.facts.logs.scanner): a regular file large enough is split into two newline-aligned
+byte ranges scanned by this process and one forked worker at once; the worker's lines come
+back after this process's, renumbered, so the merge keeps file order. stdin and .gz stay in
+one process.
+
+No rich and no transport client at import: the pod and SSH streams are the targets' own
+(``KubePodTarget.log_stream``, ``SshTarget.log_stream``), opened by ``remote_streams``.
 """
 
 from __future__ import annotations
@@ -18,15 +26,21 @@ import queue
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import BinaryIO
 
+from epdoctor.facts.logs.scanner import CHUNK, Candidate, Feeder, ScanStats
+from epdoctor.requests import LogSources
 from epdoctor.targets.base import TargetError
 
 READ_CHUNK = 1 << 20
 POLL_S = 0.25  # how often an idle file is re-read, and how soon a stop is noticed
 STOP_WAIT_S = 10.0  # how long follow() waits for the streams to finish stopping
 QUEUE_CHUNKS = 64  # chunks in flight between the readers and the caller (back-pressure)
+PARALLEL_MIN = 32 << 20  # below this a second process costs more than it saves
+MAX_WORKER_CANDIDATES = 200_000  # lines a worker returns; beyond that they are counted only
 
 
 class LogStream:
@@ -97,6 +111,54 @@ def _stdin_stream() -> LogStream:
             yield data
 
     return LogStream("stdin", chunks)
+
+
+# ---- remote sources ---------------------------------------------------------------------------
+
+
+def remote_streams(src: LogSources, follow: bool = False) -> tuple[list[LogStream], list[str]]:
+    """A LogStream for each pod container and SSH file of ``src``, and notes on the containers
+    that have no log to read. Names are checked before anything connects (TargetError)."""
+    ssh = _ssh_streams(src, follow) if src.ssh else []  # checked first: connects later
+    pods, notes = _pod_streams(src, follow) if src.pod else ([], [])
+    return pods + ssh, notes
+
+
+def _ssh_streams(src: LogSources, follow: bool) -> list[LogStream]:
+    from epdoctor.targets.ssh_cli import remote_log_stream
+
+    ids = tuple(src.identity)
+    return [
+        remote_log_stream(spec, follow=follow, identity=ids, known_hosts=src.known_hosts)
+        for spec in src.ssh
+    ]
+
+
+def _pod_streams(src: LogSources, follow: bool) -> tuple[list[LogStream], list[str]]:
+    from epdoctor.targets import kube
+
+    for name in src.pod:
+        kube.valid_pod_name(name)
+    if src.namespace:
+        kube.valid_namespace(src.namespace)
+    if src.container:
+        kube.valid_container_name(src.container)
+    session = kube.KubeSession.connect(src.context, src.kubeconfig, src.request_timeout)
+    streams: list[LogStream] = []
+    notes: list[str] = []
+    for name in src.pod:
+        for pod in kube.select_pods(session, namespace=src.namespace, pod=name):
+            t = kube.KubePodTarget(session, pod, src.container)
+            if not src.all_containers:
+                streams.append(t.log_stream(f"pod/{t.info.name}", None, src.previous, follow))
+                continue
+            for c in kube.pod_containers(pod):
+                why = kube.log_absent(pod, c, src.previous)
+                if why:
+                    notes.append(f"pod/{t.info.name}/{c}: not read, {why}")
+                    continue
+                streams.append(t.log_stream(f"pod/{t.info.name}/{c}", c, src.previous, follow))
+    return streams, notes
 
 
 # ---- following many streams ------------------------------------------------------------------
@@ -188,3 +250,158 @@ def _put(q: queue.Queue[Event], ev: Event, closing: threading.Event) -> bool:
         except queue.Full:
             continue
     return False
+
+
+# ---- whole files, scanned for candidate lines ------------------------------------------------
+
+
+def iter_path(
+    path: str, stats: ScanStats | None = None, parallel: bool = True
+) -> Iterator[Candidate]:
+    """Candidates of a file, '-' (stdin) or a .gz, in line order."""
+    stats = stats or ScanStats()
+    if path == "-":
+        yield from iter_stream(sys.stdin.buffer, stats=stats)
+        return
+    if path.endswith(".gz"):
+        with open(path, "rb") as raw:
+            yield from _iter_gzip(raw, stats)
+        return
+    size = os.path.getsize(path)
+    if not (parallel and size >= PARALLEL_MIN and _can_fork()):
+        with open(path, "rb") as f:
+            feeder = Feeder()
+            while data := f.read(CHUNK):
+                yield from feeder.feed(data)
+            yield from feeder.close()
+            stats.bytes += feeder.bytes
+            stats.lines += feeder.lines
+        return
+    mid = _split_point(path, size)
+    yield from _parallel(path, size, mid, stats)
+
+
+def _can_fork() -> bool:
+    import multiprocessing
+
+    return "fork" in multiprocessing.get_all_start_methods() and (os.cpu_count() or 1) > 1
+
+
+def _parallel(path: str, size: int, mid: int, stats: ScanStats) -> Iterator[Candidate]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+        second = pool.submit(scan_range, path, mid, size)
+        lines0, own, dropped0 = scan_range(path, 0, mid)
+        yield from own
+        del own
+        lines1, theirs, dropped1 = second.result()
+    for n, raw in theirs:
+        yield n + lines0, raw
+    stats.bytes += size
+    stats.lines += lines0 + lines1
+    stats.dropped += dropped0 + dropped1
+    stats.workers = 2
+
+
+def iter_stream(
+    f: BinaryIO, chunk: int = CHUNK, stats: ScanStats | None = None
+) -> Iterator[Candidate]:
+    feeder = Feeder()
+    while True:
+        data = f.read(chunk)
+        if not data:
+            break
+        yield from feeder.feed(data)
+    yield from feeder.close()
+    if stats is not None:  # every line, not only the last candidate's number
+        stats.bytes += feeder.bytes
+        stats.lines += feeder.lines
+
+
+def _gunzip(raw: BinaryIO, chunk: int = CHUNK) -> Iterator[bytes]:
+    """The members of a gzip stream, decompressed a bounded piece at a time.
+
+    zlib checks each member's trailer (CRC and length): a file cut anywhere, even after the
+    last deflate block, raises EOFError instead of passing for a whole log (gzip.GzipFile
+    ends quietly when only the trailer is missing).
+    """
+    d = zlib.decompressobj(wbits=31)
+    started = False
+    while True:
+        data = raw.read(chunk)
+        if not data:
+            break
+        while data:
+            if d.eof:  # another member follows, or zero padding
+                if not data.strip(b"\0"):
+                    break
+                d = zlib.decompressobj(wbits=31)
+            started = True
+            out = d.decompress(data, chunk)
+            if out:
+                yield out
+            while d.unconsumed_tail and not d.eof:
+                out = d.decompress(d.unconsumed_tail, chunk)
+                if out:
+                    yield out
+            data = d.unused_data if d.eof else b""
+    if started and not d.eof:
+        raise EOFError("compressed file ended before the end-of-stream marker (truncated .gz)")
+
+
+def _iter_gzip(raw: BinaryIO, stats: ScanStats) -> Iterator[Candidate]:
+    feeder = Feeder()
+    for data in _gunzip(raw):
+        yield from feeder.feed(data)
+    yield from feeder.close()
+    stats.bytes += feeder.bytes
+    stats.lines += feeder.lines
+
+
+def scan_range(
+    path: str, start: int, stop: int, chunk: int = CHUNK
+) -> tuple[int, list[Candidate], int]:
+    """Lines of path[start:stop] (start and stop on line boundaries); for the worker.
+
+    Returns (newlines in the range, candidates numbered from 1 within it, dropped).
+    """
+    feeder = Feeder()
+    out: list[Candidate] = []
+    dropped = 0
+    with open(path, "rb") as f:
+        f.seek(start)
+        left = stop - start
+        while left > 0:
+            data = f.read(min(chunk, left))
+            if not data:
+                break
+            left -= len(data)
+            got = feeder.feed(data)
+            room = MAX_WORKER_CANDIDATES - len(out)
+            if len(got) > room:
+                dropped += len(got) - max(room, 0)
+                got = got[: max(room, 0)]
+            out.extend(got)
+        tail = feeder.close()
+        lines = feeder.lines
+    out.extend(tail[: max(MAX_WORKER_CANDIDATES - len(out), 0)])
+    return lines, out, dropped
+
+
+def _split_point(path: str, size: int) -> int:
+    """A byte offset near the middle just after a newline (0 when there is none)."""
+    with open(path, "rb") as f:
+        pos = size // 2
+        while pos < size:
+            f.seek(pos)
+            block = f.read(1 << 16)
+            if not block:
+                break
+            i = block.find(b"\n")
+            if i != -1:
+                return pos + i + 1
+            pos += len(block)
+    return size

@@ -1,17 +1,17 @@
-"""Turn command-line flags into targets.
+"""Turn a TargetSpec into targets.
 
-Target kinds beyond the local host and bundles plug in as provider modules:
-each exposes ``add_arguments(parser)`` (light: no transport import) and
-``from_args(args) -> list[Target] | None`` (None when its flags were not used).
-A provider that is not installed is skipped.
+Target kinds beyond the local host and bundles plug in as provider modules: each
+exposes ``from_spec(spec) -> list[Target] | None`` (None when the spec names none of
+its kind), importing its transport client only then. A provider that is not
+installed is skipped. The flags that fill a TargetSpec are in epdoctor.options.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 from types import ModuleType
 
+from epdoctor.requests import TargetSpec
 from epdoctor.targets.base import Target
 
 PROVIDERS = ("epdoctor.targets.ssh_cli", "epdoctor.targets.kube_cli")
@@ -28,28 +28,17 @@ def _providers() -> list[ModuleType]:
     return mods
 
 
-def add_target_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--bundle",
-        metavar="FILE",
-        action="append",
-        default=[],
-        help="replay a saved bundle (from `epdoctor collect`) or the node probe's JSON "
-        "(python3 probes/node_probe.py > node.json) instead of probing live",
-    )
-    for mod in _providers():
-        mod.add_arguments(parser)
-
-
-def targets_from_args(args: argparse.Namespace) -> list[Target]:
+def open_targets(spec: TargetSpec) -> list[Target]:
+    """The targets the spec names, in its order (bundles, SSH hosts, pods); this host when
+    it names none."""
     from epdoctor.targets.local import LocalTarget
     from epdoctor.targets.replay import bundle_targets
 
     targets: list[Target] = []
-    for path in getattr(args, "bundle", []) or []:
+    for path in spec.bundle:
         targets.extend(bundle_targets(path))
     for mod in _providers():
-        got = mod.from_args(args)
+        got = mod.from_spec(spec)
         if got:
             targets.extend(got)
     return targets or [LocalTarget()]

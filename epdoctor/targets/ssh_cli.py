@@ -1,99 +1,23 @@
-"""ssh-like flags for `epdoctor diagnose`: hosts by name, from a file, or from ~/.ssh/config.
+"""SSH hosts of a TargetSpec: by name, from a file, or from ~/.ssh/config (the flags are in
+epdoctor.options), and log files read over SSH.
 
-Light on purpose: paramiko is imported only in from_args, and only when one of these flags
-was given.
+Light on purpose: paramiko is imported only in from_spec, and only when the spec names hosts.
 """
 
 from __future__ import annotations
 
-import argparse
 import fnmatch
 import os
 from collections.abc import Iterator
 from typing import Any
 
+from epdoctor.requests import TargetSpec
 from epdoctor.targets.base import Target, TargetError
 from epdoctor.targets.logstream import LogStream
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("SSH hosts")
-    g.add_argument(
-        "--ssh",
-        metavar="HOST[,HOST...]",
-        action="append",
-        default=[],
-        help="diagnose these hosts over SSH ([user@]host[:port]; ~/.ssh/config aliases work)",
-    )
-    g.add_argument(
-        "--hosts",
-        metavar="FILE",
-        action="append",
-        default=[],
-        help="hosts from FILE, one [user@]host[:port] a line; # starts a comment",
-    )
-    g.add_argument(
-        "--ssh-config-hosts",
-        metavar="PATTERN",
-        action="append",
-        default=[],
-        help="every Host in ~/.ssh/config matching PATTERN (e.g. 'p5en-*')",
-    )
-    g.add_argument(
-        "-i",
-        "--identity",
-        metavar="KEY",
-        action="append",
-        default=[],
-        help="private key file to offer first (also IdentityFile, ssh-agent, ~/.ssh/id_*)",
-    )
-    g.add_argument(
-        "--user", metavar="NAME", help="remote user (default: ~/.ssh/config, then yours)"
-    )
-    g.add_argument(
-        "--accept-new-host-keys",
-        action="store_true",
-        help="record host keys not yet in known_hosts (a changed key is still refused)",
-    )
-    g.add_argument(
-        "--known-hosts",
-        metavar="FILE",
-        help="known_hosts file (default: UserKnownHostsFile, else ~/.ssh/known_hosts)",
-    )
-    g.add_argument("--ssh-config", metavar="FILE", help="ssh config (default: ~/.ssh/config)")
-    g.add_argument(
-        "--sudo",
-        action="store_true",
-        help="run the probe with `sudo -n` (non-interactive) for reads that need root",
-    )
-    g.add_argument(
-        "--connect-timeout",
-        type=float,
-        default=10.0,
-        metavar="S",
-        help="seconds for TCP connect, SSH banner, key exchange and auth, each (default 10)",
-    )
-    g.add_argument(
-        "--host-timeout",
-        type=float,
-        metavar="S",
-        help="overall seconds per host, connect to result (default: probe --timeout + 30)",
-    )
-    g.add_argument(
-        "--remote-python",
-        metavar="PATH",
-        default="python3",
-        help="python on the hosts that runs the probe (default python3)",
-    )
-    # --parallel N (hosts at once) belongs to the diagnose command: it bounds every target kind.
-
-
-def wanted(args: argparse.Namespace) -> bool:
-    return bool(
-        getattr(args, "ssh", None)
-        or getattr(args, "hosts", None)
-        or getattr(args, "ssh_config_hosts", None)
-    )
+def wanted(spec: TargetSpec) -> bool:
+    return bool(spec.ssh or spec.hosts or spec.ssh_config_hosts)
 
 
 def read_hosts_file(path: str) -> list[str]:
@@ -117,13 +41,13 @@ def config_hosts(config: Any, pattern: str) -> list[str]:
     return [n for n in concrete if fnmatch.fnmatchcase(n, pattern)]
 
 
-def host_specs(args: argparse.Namespace, config: Any) -> list[str]:
+def host_specs(spec: TargetSpec, config: Any) -> list[str]:
     specs: list[str] = []
-    for value in args.ssh:
+    for value in spec.ssh:
         specs += [s.strip() for s in value.split(",") if s.strip()]
-    for path in args.hosts:
+    for path in spec.hosts:
         specs += read_hosts_file(path)
-    for pattern in args.ssh_config_hosts:
+    for pattern in spec.ssh_config_hosts:
         found = config_hosts(config, pattern)
         if not found:
             raise TargetError(f"no Host in the ssh config matches {pattern!r}")
@@ -132,39 +56,39 @@ def host_specs(args: argparse.Namespace, config: Any) -> list[str]:
     return [s for s in specs if not (s in seen or seen.add(s))]
 
 
-def from_args(args: argparse.Namespace) -> list[Target] | None:
-    if not wanted(args):
+def from_spec(spec: TargetSpec) -> list[Target] | None:
+    if not wanted(spec):
         return None
     from epdoctor.targets import ssh
 
-    config = ssh.load_ssh_config(args.ssh_config)
-    specs = host_specs(args, config)
+    config = ssh.load_ssh_config(spec.ssh_config)
+    specs = host_specs(spec, config)
     if not specs:
         raise TargetError("no hosts given (--ssh, --hosts or --ssh-config-hosts)")
-    for spec in specs:
-        if ":/" in spec:
-            raise TargetError(f"{spec!r} names a file: diagnose takes hosts ([user@]host[:port])")
-        ssh.parse_host_spec(spec)  # refuse a bad name before connecting anywhere
-    if args.user:
-        ssh.check_user(args.user)
-    known = args.known_hosts or _config_known_hosts(config, specs[0]) or "~/.ssh/known_hosts"
+    for host in specs:
+        if ":/" in host:
+            raise TargetError(f"{host!r} names a file: diagnose takes hosts ([user@]host[:port])")
+        ssh.parse_host_spec(host)  # refuse a bad name before connecting anywhere
+    if spec.user:
+        ssh.check_user(spec.user)
+    known = spec.known_hosts or _config_known_hosts(config, specs[0]) or "~/.ssh/known_hosts"
     policy = ssh.KnownHostsPolicy(
-        known, system_files=["/etc/ssh/ssh_known_hosts"], accept_new=args.accept_new_host_keys
+        known, system_files=["/etc/ssh/ssh_known_hosts"], accept_new=spec.accept_new_host_keys
     )
     settings = ssh.SshSettings(
         policy=policy,
-        identity_files=tuple(os.path.expanduser(p) for p in args.identity),
-        user=args.user,
-        connect_timeout=args.connect_timeout,
-        host_timeout=args.host_timeout,
-        sudo=args.sudo,
-        python=args.remote_python,
+        identity_files=tuple(os.path.expanduser(p) for p in spec.identity),
+        user=spec.user,
+        connect_timeout=spec.connect_timeout,
+        host_timeout=spec.host_timeout,
+        sudo=spec.sudo,
+        python=spec.remote_python,
         config=config,
     )
     for p in settings.identity_files:
         if not os.path.isfile(p):
             raise TargetError(f"identity file {p} not found")
-    targets = [ssh.SshTarget(ssh.resolve_host(spec, settings), settings) for spec in specs]
+    targets = [ssh.SshTarget(ssh.resolve_host(host, settings), settings) for host in specs]
     _warm_catalogue()
     return targets
 

@@ -490,8 +490,8 @@ def _screen_text(app) -> str:
 def test_launch_pane_lines():
     from rich.console import Console
 
-    from epdoctor.launch.panes import PaneBoard
     from epdoctor.launch.streams import LineSplitter
+    from epdoctor.reports.launch_panes import PaneBoard
 
     data = planted_log().encode()
     sp = LineSplitter()

@@ -7,9 +7,9 @@ Modules:
   joins each rank to its peers), read only where asked (the launch gates: their logs are small).
 - ``scanner``: bytes in, candidate lines out. ``scan_block`` finds anchors (memchr on a rare byte, else ``bytes.find``)
   over 2 MiB blocks and returns only the lines around hits, with line numbers;
-  ``Feeder.feed(bytes)`` / ``close()`` do it incrementally with a bounded carry;
-  ``iter_path(path)`` reads a file (two newline-aligned byte ranges on two processes for large
-  regular files, merged in order), ``-`` (stdin) or ``.gz`` (one process).
+  ``Feeder.feed(bytes)`` / ``close()`` do it incrementally with a bounded carry. Reading files,
+  ``-`` (stdin) and ``.gz`` (two processes for a large regular file) is
+  ``epdoctor.targets.logstream.iter_path``: only bytes reach this package.
 - ``prefix``: ``parse_line(text)`` strips ANSI/CR/timestamps, peels launcher prefixes
   (kubectl ``[pod/P/C]``, stern ``POD CONTAINER``, torchrun ``[rankN]:``/``[defaultN]:``, srun
   ``N: ``, mpirun ``[1,N]<stdout>:``, vLLM ``(Worker_DP3_EP3 pid=N)``) into labels and finds
@@ -18,12 +18,12 @@ Modules:
   process ``host:pid``; label-only lines join the rank their label or pid maps to) and
   ``Event`` objects (one per recognised message, with its line for evidence).
 
-The analyzer that turns these into findings lives one layer up, in ``epdoctor.checks.logs``
-(free of rich and textual, used by ``epdoctor logs``, diagnose ``--log``, the launcher and the
+The analyzer that turns these into findings is ``epdoctor.logwatch`` (judging in
+``epdoctor.checks.logs``; free of rich and textual, used by ``epdoctor logs``, diagnose ``--log``, the launcher and the
 TUI log panes)::
 
-    from epdoctor.checks.base import Context
-    from epdoctor.checks.logs import LogAnalyzer, analyze_stream, analyze_paths
+    from epdoctor.model import Context
+    from epdoctor.logwatch import LogAnalyzer, analyze_stream, analyze_paths
 
     an = LogAnalyzer(Context(instance="p5en.48xlarge", transport="gin-proxy"), source="node0")
     new = an.feed(chunk)          # -> list[Finding] that became true with this chunk

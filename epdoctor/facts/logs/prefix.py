@@ -196,3 +196,41 @@ def _partial(body: str, labels: tuple[str, ...], label_pid: int | None) -> Parse
         nccl=True,
         loc=m["loc"] or "",
     )
+
+
+# --- a launch's own lines (epdoctor.launch, the panes) ------------------------------------
+# torchrun --tee prefixes each local rank's lines with [<role><local_rank>]:
+# (e.g. [default3]:); PyTorch's own error output uses [rank<global>]:. A launch knows its own
+# launcher, so here any role name counts (parse_line, reading any pasted log, takes only
+# rank/default as torchrun's and other [role]: prefixes as labels).
+_TEE = re.compile(r"^\[(?P<role>[A-Za-z_]*?)(?P<n>\d+)\]:")
+
+
+def rank_of_line(line: str, node_index: int, nproc_per_node: int) -> int | None:
+    """Global rank of a torchrun-prefixed line, or None for the agent's own lines."""
+    m = _TEE.match(line)
+    if not m:
+        return None
+    n = int(m.group("n"))
+    if m.group("role") == "rank":
+        return n
+    return node_index * nproc_per_node + n
+
+
+def strip_rank_prefix(line: str) -> str:
+    return _TEE.sub("", line, count=1)
+
+
+# Escape sequences and other control characters in a log line: written to the terminal as they
+# are, they would move the cursor or recolour a screen; a log may carry them (coloured output).
+# Unlike clean() (for parsing), every visible character stays, tabs included.
+_SHOWN_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|[\x00-\x1f\x7f]"
+)
+
+
+def shown(line: str) -> str:
+    """A log line as a pane shows it: tabs expanded, escape sequences and control codes gone."""
+    if "\t" in line:
+        line = line.expandtabs(4)
+    return line if line.isprintable() else _SHOWN_CONTROL.sub("", line)

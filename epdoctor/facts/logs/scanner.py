@@ -5,21 +5,16 @@ For each chunk (2 MiB by default) cut at its last newline, every anchor in
 the data has one, else whole with ``bytes.find`` (see ``make_plan``); a hit expands to its
 line, the search resumes after that line, and only those lines are returned
 with their 1-based line numbers (newlines are counted with ``bytes.count``
-between hits). A regular file large enough is split into two newline-aligned
-byte ranges scanned by this process and one forked worker at once; the
-worker's lines come back after this process's, renumbered, so the merge keeps
-file order. stdin and .gz stay in one process. A line longer than
-``MAX_CARRY`` is scanned in fragments that share its line number, so memory
-stays bounded whatever the input.
+between hits). A line longer than ``MAX_CARRY`` is scanned in fragments that
+share its line number, so memory stays bounded whatever the input.
+
+Pure over bytes: reading files, stdin and .gz, and the two-process scan of a large
+file, are in epdoctor.targets.logstream.
 """
 
 from __future__ import annotations
 
 import os
-import sys
-import zlib
-from collections.abc import Iterator
-from typing import BinaryIO
 
 from epdoctor.facts.logs.signatures import ANCHORS
 
@@ -30,8 +25,6 @@ except ImportError:  # a checkout on a node without it: the memchr / find plan b
 
 CHUNK = 2 << 20  # 2 MiB: a block and its passes stay in cache (16 MiB measured 30% slower)
 MAX_CARRY = 1 << 20  # a partial line longer than this is scanned as a fragment
-PARALLEL_MIN = 32 << 20  # below this a second process costs more than it saves
-MAX_WORKER_CANDIDATES = 200_000  # lines a worker returns; beyond that they are counted only
 
 MAX_LINE = 64 << 10  # a longer line is returned as a window around the hit
 WINDOW = 4096
@@ -249,161 +242,9 @@ class Feeder:
         return out
 
 
-def iter_stream(
-    f: BinaryIO, chunk: int = CHUNK, stats: ScanStats | None = None
-) -> Iterator[Candidate]:
-    feeder = Feeder()
-    while True:
-        data = f.read(chunk)
-        if not data:
-            break
-        yield from feeder.feed(data)
-    yield from feeder.close()
-    if stats is not None:  # every line, not only the last candidate's number
-        stats.bytes += feeder.bytes
-        stats.lines += feeder.lines
-
-
-def _gunzip(raw: BinaryIO, chunk: int = CHUNK) -> Iterator[bytes]:
-    """The members of a gzip stream, decompressed a bounded piece at a time.
-
-    zlib checks each member's trailer (CRC and length): a file cut anywhere, even after the
-    last deflate block, raises EOFError instead of passing for a whole log (gzip.GzipFile
-    ends quietly when only the trailer is missing).
-    """
-    d = zlib.decompressobj(wbits=31)
-    started = False
-    while True:
-        data = raw.read(chunk)
-        if not data:
-            break
-        while data:
-            if d.eof:  # another member follows, or zero padding
-                if not data.strip(b"\0"):
-                    break
-                d = zlib.decompressobj(wbits=31)
-            started = True
-            out = d.decompress(data, chunk)
-            if out:
-                yield out
-            while d.unconsumed_tail and not d.eof:
-                out = d.decompress(d.unconsumed_tail, chunk)
-                if out:
-                    yield out
-            data = d.unused_data if d.eof else b""
-    if started and not d.eof:
-        raise EOFError("compressed file ended before the end-of-stream marker (truncated .gz)")
-
-
-def _iter_gzip(raw: BinaryIO, stats: ScanStats) -> Iterator[Candidate]:
-    feeder = Feeder()
-    for data in _gunzip(raw):
-        yield from feeder.feed(data)
-    yield from feeder.close()
-    stats.bytes += feeder.bytes
-    stats.lines += feeder.lines
-
-
-def scan_range(
-    path: str, start: int, stop: int, chunk: int = CHUNK
-) -> tuple[int, list[Candidate], int]:
-    """Lines of path[start:stop] (start and stop on line boundaries); for the worker.
-
-    Returns (newlines in the range, candidates numbered from 1 within it, dropped).
-    """
-    feeder = Feeder()
-    out: list[Candidate] = []
-    dropped = 0
-    with open(path, "rb") as f:
-        f.seek(start)
-        left = stop - start
-        while left > 0:
-            data = f.read(min(chunk, left))
-            if not data:
-                break
-            left -= len(data)
-            got = feeder.feed(data)
-            room = MAX_WORKER_CANDIDATES - len(out)
-            if len(got) > room:
-                dropped += len(got) - max(room, 0)
-                got = got[: max(room, 0)]
-            out.extend(got)
-        tail = feeder.close()
-        lines = feeder.lines
-    out.extend(tail[: max(MAX_WORKER_CANDIDATES - len(out), 0)])
-    return lines, out, dropped
-
-
-def _split_point(path: str, size: int) -> int:
-    """A byte offset near the middle just after a newline (0 when there is none)."""
-    with open(path, "rb") as f:
-        pos = size // 2
-        while pos < size:
-            f.seek(pos)
-            block = f.read(1 << 16)
-            if not block:
-                break
-            i = block.find(b"\n")
-            if i != -1:
-                return pos + i + 1
-            pos += len(block)
-    return size
-
-
 class ScanStats:
     def __init__(self) -> None:
         self.bytes = 0
         self.lines = 0
         self.dropped = 0
         self.workers = 1
-
-
-def iter_path(
-    path: str, stats: ScanStats | None = None, parallel: bool = True
-) -> Iterator[Candidate]:
-    """Candidates of a file, '-' (stdin) or a .gz, in line order."""
-    stats = stats or ScanStats()
-    if path == "-":
-        yield from iter_stream(sys.stdin.buffer, stats=stats)
-        return
-    if path.endswith(".gz"):
-        with open(path, "rb") as raw:
-            yield from _iter_gzip(raw, stats)
-        return
-    size = os.path.getsize(path)
-    if not (parallel and size >= PARALLEL_MIN and _can_fork()):
-        with open(path, "rb") as f:
-            feeder = Feeder()
-            while data := f.read(CHUNK):
-                yield from feeder.feed(data)
-            yield from feeder.close()
-            stats.bytes += feeder.bytes
-            stats.lines += feeder.lines
-        return
-    mid = _split_point(path, size)
-    yield from _parallel(path, size, mid, stats)
-
-
-def _can_fork() -> bool:
-    import multiprocessing
-
-    return "fork" in multiprocessing.get_all_start_methods() and (os.cpu_count() or 1) > 1
-
-
-def _parallel(path: str, size: int, mid: int, stats: ScanStats) -> Iterator[Candidate]:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    ctx = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
-        second = pool.submit(scan_range, path, mid, size)
-        lines0, own, dropped0 = scan_range(path, 0, mid)
-        yield from own
-        del own
-        lines1, theirs, dropped1 = second.result()
-    for n, raw in theirs:
-        yield n + lines0, raw
-    stats.bytes += size
-    stats.lines += lines0 + lines1
-    stats.dropped += dropped0 + dropped1
-    stats.workers = 2

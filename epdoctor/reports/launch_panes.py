@@ -1,8 +1,9 @@
 """Live per-rank log panes for a plain terminal (rich Live): headless-core friendly.
 
 Panes hold the last lines of each rank/node stream with known signatures
-highlighted; a status line per gate sits under them. The TUI embeds the same
-streams through its own widgets; this module is only for `epdoctor run`.
+highlighted; a status line per gate sits under them, the events of the launch
+session. The board is `epdoctor run`'s; the terminal app draws the same streams in its
+own widgets and colours their lines with the same ``style_of``.
 """
 
 from __future__ import annotations
