@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from dataclasses import replace
 from typing import Any
@@ -286,11 +285,7 @@ def _bench(view: Any, launch: Any, out: Any) -> int:
     o, results = launch.options, out.result
     doc = {"results": [r.to_json() for r in results], "baseline": o.ab}
     if o.output:
-        os.makedirs(o.output, exist_ok=True)
-        with open(os.path.join(o.output, "bench.json"), "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2)
-        with open(os.path.join(o.output, "bench.csv"), "w", encoding="utf-8") as f:
-            f.write(bench.to_csv(results))
+        bench.write_results(o.output, doc, results)
     if view.json:
         print(json.dumps(doc, indent=2))
     else:

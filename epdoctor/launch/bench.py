@@ -181,6 +181,18 @@ def to_csv(results: Sequence[BenchResult]) -> str:
     return buf.getvalue()
 
 
+def write_results(folder: str, doc: dict[str, Any], results: Sequence[BenchResult]) -> None:
+    """bench.json (the report) and bench.csv (one row per level) in `folder`."""
+    import json
+    import os
+
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "bench.json"), "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=2)
+    with open(os.path.join(folder, "bench.csv"), "w", encoding="utf-8") as f:
+        f.write(to_csv(results))
+
+
 class Prompts:
     """Unique prefixes from one index that never resets across levels."""
 
