@@ -74,3 +74,27 @@ def test_a_screen_that_imports_a_command_breaks_the_contract(tmp_path):
     assert f"{APP_CONTRACT} BROKEN" in got.stdout and f"{FLAGS_CONTRACT} BROKEN" in got.stdout
     assert "epdoctor.screens.launch -> epdoctor.commands.run" in got.stdout
     assert "epdoctor.screens.flags -> argparse" in got.stdout
+
+
+@pytest.mark.slow
+def test_probes_stand_alone_and_the_front_ends_sit_side_by_side(tmp_path):
+    site = installed_copy(tmp_path)
+    got = lint(site)
+    for name in ("The probes stand alone", "The probes are read as data, never imported"):
+        assert f"{name} KEPT" in got.stdout, got.stdout
+    assert "Core layers point one way KEPT (1 ignored import)" in got.stdout
+    pkg = site / "epdoctor"
+    # a probe that leans on the package, the package importing a probe, a command that
+    # reaches into a screen outside the one deferred `epdoctor tui` import
+    probe = pkg / "probes" / "hw_counters.py"
+    probe.write_text(probe.read_text() + "\nfrom epdoctor.model import Status  # noqa\n")
+    (pkg / "launch" / "probe_import.py").write_text(
+        "from epdoctor.probes import ep_routing  # noqa\n"
+    )
+    (pkg / "commands" / "peek.py").write_text("from epdoctor.screens import keyhelp  # noqa\n")
+    got = lint(site)
+    assert got.returncode != 0
+    assert "The probes stand alone BROKEN" in got.stdout
+    assert "The probes are read as data, never imported BROKEN" in got.stdout
+    assert "Core layers point one way BROKEN" in got.stdout
+    assert "epdoctor.commands.peek -> epdoctor.screens.keyhelp" in got.stdout

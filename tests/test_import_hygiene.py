@@ -31,3 +31,37 @@ def test_cli_help_and_local_diagnose_imports_stay_light():
 def test_explain_imports_no_transport_or_ui():
     mods = loaded_after("from epdoctor import cli\ncli.main(['explain', 'H111'])")
     assert not mods & set(HEAVY), mods & set(HEAVY)
+
+
+def _ran(argv: list[str]) -> set[str]:
+    """The top-level modules loaded after `epdoctor ARGV` ran to its end (its output dropped)."""
+    code = (
+        "import contextlib, io\n"
+        "from epdoctor import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        f"    cli.main({argv!r})\n"
+    )
+    return loaded_after(code)
+
+
+def test_diagnose_logs_explain_and_lint_never_load_the_app_toolkits(tmp_path):
+    from pathlib import Path
+
+    fixtures = Path(__file__).parent / "fixtures"
+    root = tmp_path / "root"
+    root.mkdir()
+    runs = {
+        "diagnose": ["diagnose", "--json", "--root", str(root)],
+        "diagnose --bundle": [
+            "diagnose",
+            "--bundle",
+            str(fixtures / "h200-run" / "h200-bundle.tar.gz"),
+        ],
+        "logs": ["logs", str(fixtures / "logs" / "composed-16rank-mixed.log")],
+        "explain": ["explain", "L101"],
+        "traps": ["traps"],
+        "lint": ["lint", str(fixtures / "lint" / "recipe-good")],
+    }
+    for name, argv in runs.items():
+        ui = _ran(argv) & {"textual", "questionary", "prompt_toolkit"}
+        assert not ui, f"epdoctor {name} loaded {sorted(ui)}"

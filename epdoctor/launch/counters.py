@@ -31,9 +31,11 @@ def snapshot_script() -> bytes:
 def take_snapshot(node: Node, python: str = "python3", root: str | None = None) -> dict[str, Any]:
     """Run the snapshot script on the node (one round trip); {"error": ...} when it cannot."""
     if isinstance(node, LocalNode):
-        from epdoctor.probes import hw_counters  # same code, no subprocess
-
-        return hw_counters.snapshot(root or "/sys/class/infiniband")
+        # the same script, run in this process: probes/ is data the targets run, never an
+        # import of the package (it must stay standalone, stdlib only)
+        script: dict[str, Any] = {"__name__": "epdoctor_hw_counters"}
+        exec(compile(snapshot_script(), "hw_counters.py", "exec"), script)
+        return script["snapshot"](root or "/sys/class/infiniband")
     argv = [python, "-"] + ([root] if root else [])
     rc, out, err = node.run(argv, stdin=snapshot_script(), timeout_s=20)
     if rc != 0:
