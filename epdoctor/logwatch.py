@@ -22,7 +22,7 @@ from typing import Any
 from epdoctor.checks.logs import evaluate
 from epdoctor.facts.logs import signatures as sig
 from epdoctor.facts.logs.model import LogFacts, RankFacts
-from epdoctor.facts.logs.scanner import Feeder, ScanStats
+from epdoctor.facts.logs.scanner import Feeder, ScanStats, feed_all
 from epdoctor.model import Context, Finding, Status
 from epdoctor.targets.logstream import iter_path
 
@@ -165,12 +165,7 @@ def analyze_paths(
         stats.dropped += st.dropped
         stats.workers = max(stats.workers, st.workers)
     for name, chunks in streams:  # pod logs, SSH files: one process, streamed
-        feeder = Feeder()
-        for c in chunks:
-            for n, raw in feeder.feed(c):
-                facts.add(name, n, raw)
-        for n, raw in feeder.close():
-            facts.add(name, n, raw)
+        feeder = feed_all(facts, name, chunks)
         facts.sources[name] = feeder.lines
         stats.bytes += feeder.bytes
         stats.lines += feeder.lines

@@ -22,7 +22,7 @@ from epdoctor.checks.base import Context, check, finding
 from epdoctor.checks.registry import detector, detectors
 from epdoctor.facts.logs import signatures as sig
 from epdoctor.facts.logs.model import Event, LogFacts, RankFacts
-from epdoctor.facts.logs.scanner import Feeder
+from epdoctor.facts.logs.scanner import feed_all
 from epdoctor.knowledge import stack
 from epdoctor.knowledge.catalogue import LogEvent
 from epdoctor.knowledge.stack import instance_spec
@@ -645,12 +645,7 @@ def evaluate(facts: LogFacts, ctx: Context, final: bool = True) -> list[Keyed]:
 def findings_in(chunks: Iterable[bytes], ctx: Context, source: str = "") -> list[Finding]:
     """The findings of a whole log already in memory (a pod's log tail): no I/O."""
     facts = LogFacts()
-    feeder = Feeder()
-    for c in chunks:
-        for n, raw in feeder.feed(c):
-            facts.add(source, n, raw)
-    for n, raw in feeder.close():
-        facts.add(source, n, raw)
+    feed_all(facts, source, chunks)
     return [f for _, f in evaluate(facts, ctx, final=True)]
 
 

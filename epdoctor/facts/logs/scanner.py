@@ -15,6 +15,7 @@ file, are in epdoctor.targets.logstream.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 from epdoctor.facts.logs.signatures import ANCHORS
 
@@ -248,3 +249,15 @@ class ScanStats:
         self.lines = 0
         self.dropped = 0
         self.workers = 1
+
+
+def feed_all(facts: object, source: str, chunks: Iterable[bytes]) -> Feeder:
+    """Every candidate line of a stream of chunks into ``facts`` (a LogFacts) under
+    ``source``; the Feeder, for its counts."""
+    feeder = Feeder()
+    for c in chunks:
+        for n, raw in feeder.feed(c):
+            facts.add(source, n, raw)  # type: ignore[attr-defined]
+    for n, raw in feeder.close():
+        facts.add(source, n, raw)  # type: ignore[attr-defined]
+    return feeder
