@@ -132,7 +132,7 @@ def test_epdoctor_run_kernel_test_isolate(tmp_path, capsys, monkeypatch):
 
     # the node set a launch would get from --ssh; here three local "hosts", one broken
     fleet = [LocalNode("h0"), LocalNode("h1"), BrokenNode("h2")]
-    monkeypatch.setattr(runcmd, "nodes_from_args", lambda args: fleet)
+    monkeypatch.setattr(runcmd, "nodes_from_args", lambda args, plan=None: fleet)
     rc = main(
         [
             "run",
