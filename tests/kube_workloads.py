@@ -58,6 +58,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -829,8 +830,21 @@ class WorkloadsMixin:
         paths = {"/tmp/": f"{rt.root}/tmp/", "/cache/": f"{rt.root}/cache/"}
         if rt.image is not None and rt.image.root is not None:
             paths["/opt/"] = f"{rt.image.root}/opt/"
+        # what is already a path of this machine stays one: a checkout, a venv or the pods'
+        # own folders may themselves live under /tmp
+        host = [str(rt.root), str(self.workdir or ""), str(Path(__file__).resolve().parent),
+                sys.prefix]  # fmt: skip
+        if rt.image is not None and rt.image.root is not None:
+            host.append(str(rt.image.root))
+        host = [h.rstrip("/") + "/" for h in host if h]
         pattern = "|".join(re.escape(p) for p in paths)
-        text = re.sub(rf"(?<![\w./~-])(?:{pattern})", lambda m: paths[m.group(0)], text)
+
+        def swap(m: re.Match[str]) -> str:
+            if any(text.startswith(h, m.start()) for h in host):
+                return m.group(0)
+            return paths[m.group(0)]
+
+        text = re.sub(rf"(?<![\w./~-])(?:{pattern})", swap, text)
         for cp, hp in rt.ports.items():
             text = re.sub(rf"\b(?:127\.0\.0\.1|localhost):{cp}\b", f"127.0.0.1:{hp}", text)
         return text
