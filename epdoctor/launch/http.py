@@ -46,13 +46,7 @@ def request(url: str, payload: dict[str, Any] | None = None, timeout_s: float = 
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
         reason = getattr(exc, "reason", exc)
         return Reply(None, None, time.monotonic() - t0, f"{type(exc).__name__}: {reason}")
-    elapsed = time.monotonic() - t0
-    text = raw.decode("utf-8", "replace")
-    try:
-        body: Any = json.loads(text) if text.strip() else None
-    except ValueError:
-        body = text
-    return Reply(status, body, elapsed)
+    return json_reply(status, raw, time.monotonic() - t0)
 
 
 # How a launch reaches the engine: (path, JSON payload or None for GET, timeout) -> Reply.
