@@ -402,10 +402,11 @@ class Session:
 
     def _bench(self) -> Outcome:
         from epdoctor.launch import bench, smoke
+        from epdoctor.launch.config import bench_levels
         from epdoctor.launch.serve import ServeRun
 
         o = self.launch.options
-        levels = [int(c) for c in o.concurrency.split(",") if c.strip()]
+        levels = bench_levels(o)
         results: list[Any] = []
         for label, scfg in self.launch.cfg or [("current", None)]:
             served = scfg is not None
