@@ -36,7 +36,7 @@ def maybe_rollout(args: argparse.Namespace, plan: dict[str, Any], what: str) -> 
         code = _confirm(args, out, rp)
         if code is not None:
             return code
-        return _run(args, out, rp, rp.api)
+        return _run(out, rp)
     finally:
         rp.api.session.close()
 
@@ -68,7 +68,7 @@ def _confirm(args: argparse.Namespace, out: Any, rp: Any) -> int | None:
     return None
 
 
-def _run(args: argparse.Namespace, out: Any, rp: Any, api: Any) -> int:
+def _run(out: Any, rp: Any) -> int:
     """The rollout's launch session on a worker thread; this thread draws and turns Ctrl-C
     into stop()."""
     from epdoctor import exitcodes
