@@ -207,15 +207,22 @@ def test_every_registered_code_lists_its_detector():
     assert not unlisted, "add these to the trap's `detectors` list:\n" + "\n".join(unlisted)
 
 
-def test_log_entries_name_a_signature_event_once():
-    from epdoctor.facts.logs.signatures import EVENTS
+def test_log_rules_are_one_table():
+    """Every log rule lives in a trap's [[log]]: ids unique, patterns compile, in one order."""
+    from epdoctor.facts.logs import triage
 
-    kinds = {k for k, _ in EVENTS}
-    events = knowledge.log_events()
-    unknown = [f"{e.code}: {e.event}" for e in events if e.event not in kinds]
-    assert not unknown, f"[[log]] names events facts/logs/signatures.py does not have: {unknown}"
-    names = [e.event for e in events]
-    assert len(names) == len(set(names)), "an event raises one trap"
+    rules = knowledge.log_rules()
+    ids = [r.id for r in rules]
+    assert len(ids) == len(set(ids)), "a rule id names one rule"
+    assert [r.id for r in triage.ALL_RULES] == ids, "the analyzer reads the catalogue's rules"
+    for r in rules:
+        assert r.file.endswith(f"{r.code}.toml") and r.patterns and r.subsystem, r
+        for p in r.patterns:
+            re.compile(p)
+        assert set(r.candidates) <= {t.code for t in knowledge.all_traps()}, r
+    # the event table is what the rules judged one per rule say, and no module of
+    # facts/logs/ carries a wording of its own beyond the extraction of facts
+    assert {e.id for e in knowledge.log_events()} == {r.id for r in rules if r.per == "rule"}
 
 
 def test_every_detected_trap_is_tested():

@@ -14,6 +14,7 @@ torchrun summary), and unrecognised lines last.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -28,14 +29,13 @@ INCIDENT_GAP = 2000  # lines of one source between two trouble lines of one inci
 MAX_EVIDENCE = 8
 QUOTE = 160  # characters of the cause line in a title
 
-# event kinds (facts.logs.signatures.EVENTS) that report what a cause led to
-SYMPTOM_EVENTS = frozenset(
-    {"net_any_failed", "gin_any_failed", "torchrun_child", "torchrun_exitcode", "segfault"}
-)
 # codes whose lines are judged by the fact checks (network, plugin, GIN) or the event table:
 # an incident caused by one of them adds its lines to that finding instead of its own
 FACT_CODES = frozenset({"N101", "N105", "N201", "N202", "T701", "T702", "T201"})
-GENERIC_CODES = frozenset({"N203", "N306", "T809", "E808", "E809", "D809"})
+GENERIC_CODES = frozenset({"N203", "N306", "T809", "E808", "E809", "D809", "E810"})
+# the lexicon's warning that, as the earliest line of a failing incident, is its unrecognised
+# cause (the subsystems' own catch-alls, N203 NCCL, N306 aws-ofi-nccl, T809 UCX, keep their code)
+WARN_GENERIC = frozenset({"E809"})
 SYMPTOM_CODES = frozenset({"N202", "N204", "E203", "E204", "E804", "E807", "T201"})
 SUMMARY_CODES = frozenset({"E204"})
 WAIT_CODES = frozenset({"E806"})
@@ -107,8 +107,6 @@ def line_code(t: Trouble, event_codes: dict[str, tuple[str, Status]]) -> str | N
 
 
 def _is_cause(t: Trouble, event_codes: dict[str, tuple[str, Status]]) -> bool:
-    if any(k in event_codes and k not in SYMPTOM_EVENTS for k in t.events):
-        return True
     return t.verdict.role == triage.CAUSE
 
 
@@ -147,7 +145,7 @@ def _incidents(
     # a fact check judges the main cause (FACT_CODES) and may find it harmless (a missing
     # default plugin where EFA is not the goal): lines it does not explain stand on their own
     lends = main.code in FACT_CODES
-    main_is_cause = _is_cause(main.cause, event_codes)
+    main_is_cause = _specificity(main.cause, event_codes, None) < 3
     for t in lines:
         code = line_code(t, event_codes)
         if code in seen or code is None or t.line_no < main.cause.line_no:
@@ -163,18 +161,53 @@ def _incidents(
     return out
 
 
+def _specificity(
+    t: Trouble, event_codes: dict[str, tuple[str, Status]], first_symptom: int | None
+) -> int:
+    """How well a line names why an incident happened: 0 a known cause; 1 an unrecognised
+    error line, 2 an unrecognised warning, both only before the incident's first known symptom
+    (after it they are more of its symptoms, 5); 3 a known symptom; 4 a summary (a launcher's
+    or torchrun's report that a process ended)."""
+    code = line_code(t, event_codes)
+    role = t.verdict.role
+    if role == triage.CAUSE and code:
+        return 0
+    if role == triage.SUMMARY or code in SUMMARY_CODES:
+        return 4
+    if role == triage.GENERIC or code in GENERIC_CODES:
+        if first_symptom is not None and t.line_no > first_symptom:
+            return 5
+        return 1 if t.verdict.level == triage.ERROR else 2
+    return 3
+
+
 def _incident(
     rank: str, lines: list[Trouble], event_codes: dict[str, tuple[str, Status]]
 ) -> Incident | None:
+    """The incident of a run of lines: its cause is the earliest line that names why.
+
+    A known cause wins; else the earliest unrecognised line printed before the first known
+    symptom (an NCCL error code, a crash, a watchdog timeout, an engine that failed to start:
+    generic lines that follow whatever broke); else the earliest symptom; a summary last.
+    """
     judged = [t for t in lines if t.verdict.is_trouble or t.events]
     if not judged:
         return None
-    causes = [t for t in judged if _is_cause(t, event_codes) and line_code(t, event_codes)]
-    known = [t for t in judged if line_code(t, event_codes) not in (None, *GENERIC_CODES)]
-    errors = [t for t in judged if t.verdict.level == triage.ERROR]
-    cause = (causes or known or errors or judged)[0]
+    symptoms = [t.line_no for t in judged if _specificity(t, event_codes, None) == 3]
+    first_symptom = min(symptoms) if symptoms else None
+    cause = min(judged, key=lambda t: (_specificity(t, event_codes, first_symptom), t.line_no))
     code = line_code(cause, event_codes) or "E809"
     status = Status.FAIL if _fails(judged, code, event_codes) else Status.WARN
+    if code in WARN_GENERIC and status is Status.FAIL:
+        # an unrecognised warning that opens a failing incident: the failure's best witness
+        sub = triage.subsystem_of(cause.text)
+        cause = dataclasses.replace(
+            cause,
+            verdict=dataclasses.replace(
+                cause.verdict, code="E810", what=f"Unrecognised failure from {sub}"
+            ),
+        )
+        code = "E810"
     return Incident(rank, lines, cause, code, status, code not in GENERIC_CODES)
 
 
@@ -229,7 +262,12 @@ def findings(
         if inc.code in owned or inc.cause.events:  # the event table reports that line
             continue
         what = "" if inc.code in GENERIC_CODES else _norm(message(inc.cause))
-        if waited and inc.code == "E807" and watchdog_abort(inc.cause.text):
+        if inc.cause.verdict.role == triage.SUMMARY:
+            what = f"summary:{inc.cause.verdict.subsystem}"
+        elif inc.code in GENERIC_CODES:
+            # the earliest unrecognised line of its incident: ordered as that incident's cause
+            what = f"unrec:{inc.cause.verdict.subsystem}"
+        elif waited and inc.code == "E807" and watchdog_abort(inc.cause.text):
             what = f"summary:{what}"
         elif inc.cause.verdict.role == triage.SYMPTOM:
             what = f"symptom:{what}"  # ordered with the symptoms (``tier``)
@@ -241,7 +279,10 @@ def findings(
         ranks = sorted({i.rank for i in incs})
         title = _title(code, v.what, first, incs, ranks, ranks_named)
         ev = [first.cause.evidence()]
-        ev += [t.evidence() for t in first.lines if t is not first.cause][: MAX_EVIDENCE // 2]
+        at = (first.cause.source, first.cause.line_no)
+        ev += [t.evidence() for t in first.lines if (t.source, t.line_no) != at][
+            : MAX_EVIDENCE // 2
+        ]
         for other in incs[1:]:
             if len(ev) >= MAX_EVIDENCE:
                 break
@@ -279,22 +320,26 @@ def _title(
 
 
 def tier(code: str, key: str) -> int:
-    """0 root causes, 1 plugin verdicts, 2 network verdicts, 3 symptoms, 4 waits,
-    5 unrecognised lines, 6 summaries.
+    """0 root causes, 1 plugin verdicts, 2 network verdicts, 3 unrecognised causes, 4 symptoms,
+    5 waits, 6 unrecognised lines, 7 summaries.
 
-    A plugin that was not found or did not start explains the network a rank fell back to. A
-    wait (a collective watchdog timeout, a peer that went away) follows from a peer that died
-    or hung: a crash anywhere says more. A summary (torchrun's "child failed") never says why:
-    even an unrecognised error line of the rank says more.
+    A plugin that was not found or did not start explains the network a rank fell back to. An
+    unrecognised line that opens an incident (the earliest line of its rank and time that reads
+    as a failure, before any known symptom) names that incident better than the generic lines
+    after it. A wait (a collective watchdog timeout, a peer that went away) follows from a peer
+    that died or hung: a crash anywhere says more. A summary (torchrun's "child failed", a
+    launcher's "exited with exit code 1") never says why: even an unrecognised line says more.
     """
     if code in SUMMARY_CODES or ":triage:summary:" in key:
-        return 6
-    if code in GENERIC_CODES:
-        return 5
-    if code in WAIT_CODES or (code == "T803" and ":triage:symptom:" in key):
-        return 4
-    if code in SYMPTOM_CODES or ":triage:symptom:" in key or key.startswith("T802:if-onehost:"):
+        return 7
+    if ":triage:unrec:" in key:
         return 3
+    if code in GENERIC_CODES:
+        return 6
+    if code in WAIT_CODES or (code == "T803" and ":triage:symptom:" in key):
+        return 5
+    if code in SYMPTOM_CODES or ":triage:symptom:" in key or key.startswith("T802:if-onehost:"):
+        return 4
     if code.startswith(("T7", "F2")) or key.startswith("T802:if:"):
         return 2
     if code in FACT_CODES:

@@ -24,7 +24,7 @@ from epdoctor.facts.logs import signatures as sig
 from epdoctor.facts.logs.model import Event, LogFacts, RankFacts
 from epdoctor.facts.logs.scanner import feed_all
 from epdoctor.knowledge import stack
-from epdoctor.knowledge.catalogue import LogEvent
+from epdoctor.knowledge.catalogue import LogRule
 from epdoctor.knowledge.stack import instance_spec
 from epdoctor.model import Finding, Status
 
@@ -32,14 +32,12 @@ MAX_EVIDENCE = 8
 Keyed = tuple[str, Finding]
 
 
-def _event_table() -> dict[str, LogEvent]:
-    """The traps' [[log]] entries (knowledge/traps/*.toml), in the order of the signatures."""
-    order = {kind: i for i, (kind, _) in enumerate(sig.EVENTS)}
-    rows = sorted(knowledge.log_events(), key=lambda e: order.get(e.event, len(order)))
-    return {e.event: e for e in rows}
+def _event_table() -> dict[str, LogRule]:
+    """The traps' [[log]] rules judged one finding per rule (knowledge/traps/*.toml), in order."""
+    return {e.id: e for e in knowledge.log_events()}
 
 
-# event kind -> the finding it raises: (event, code, status, title), one table
+# rule id -> the finding it raises: (code, status, title), one table
 LOG_EVENTS = _event_table()
 EVENT_TRAPS: dict[str, tuple[str, Status]] = {k: (e.code, e.status) for k, e in LOG_EVENTS.items()}
 
@@ -106,7 +104,9 @@ def network_findings(
         p = r.provider
         net = r.network
         if p is not None and p[0] != "efa":
-            groups.setdefault(("provider", f"{p[0]} (fabric {p[1]})" if p[1] else p[0]), []).append(r)
+            groups.setdefault(("provider", f"{p[0]} (fabric {p[1]})" if p[1] else p[0]), []).append(
+                r
+            )
         elif p is not None and p[1] not in ("efa-direct", ""):
             groups.setdefault(("fabric", p[1]), []).append(r)
         elif net is not None and net not in sig.NET_NAMES_OFI:
@@ -452,7 +452,11 @@ def _signalled_children(evs: list[Event], timed_out: bool) -> Generator[Keyed, N
     rest: list[Event] = []
     for e in evs:
         m = _EXITCODE.search(e.text)
-        if m is None or int(m[1]) == signal.SIGTERM or (timed_out and incidents.watchdog_abort(e.text)):
+        if (
+            m is None
+            or int(m[1]) == signal.SIGTERM
+            or (timed_out and incidents.watchdog_abort(e.text))
+        ):
             rest.append(e)
         elif int(m[1]) != signal.SIGSEGV:
             by_sig.setdefault(int(m[1]), []).append(e)

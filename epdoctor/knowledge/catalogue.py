@@ -59,14 +59,84 @@ SEVERITIES = tuple(s.value for s in DEFAULT_STATUSES)  # the values `traps --sev
 REQUIRED = ("title", "default_status", "symptom", "why", "detect")
 
 
-@dataclass(frozen=True)
-class LogEvent:
-    """A log signature event (facts/logs/signatures.py EVENTS) and the finding it raises."""
+# What a [[log]] rule says of the line it matches: the cause (the line names why: an errno text,
+# a missing library, a limit), or a symptom (what a cause led to: an NCCL error code, a crash,
+# a failed child). A symptom never ranks above a cause of the same incident.
+LOG_ROLES = ("cause", "symptom")
+# How a rule's lines become findings: "incident" (grouped per rank and time with the lines
+# around them, the earliest cause named: checks/log_incidents.py), "rule" (one finding per rule
+# over every rank: checks/logs.event_findings) or "judged" (checks/logs.py decides the code from
+# the rest of the log, e.g. a segfault with DeepEP-V2 in the process is D101).
+LOG_PER = ("incident", "rule", "judged")
+LOG_LEVELS = ("error", "warn")
+LOG_FIELDS = {
+    "id", "order", "role", "subsystem", "title", "patterns", "status", "per", "level",
+    "sources", "candidates",
+}  # fmt: skip
+RULE_ID_RE = re.compile(r"^[a-z][a-z0-9_]*\Z")
 
-    event: str
+
+@dataclass(frozen=True)
+class LogRule:
+    """One [[log]] entry of a trap: the upstream wordings of one mechanism and what they mean.
+
+    The log analyzer (facts/logs/triage.py) reads every rule in ``order``; the first whose
+    pattern matches a line files the line under it.
+    """
+
+    id: str
     code: str
+    order: int
+    role: str  # LOG_ROLES
+    subsystem: str  # nccl, ofi, libfabric, gdrcopy, nvshmem, deepep, cuda, torch, vllm, ...
+    title: str  # the mechanism in a few words: a finding's title starts with it
+    patterns: tuple[str, ...]  # Python regexes, searched in the NCCL message or the whole line
     status: Status
-    title: str
+    per: str = "incident"  # LOG_PER
+    level: str = "error"  # LOG_LEVELS: how bad the line is where no other line says more
+    sources: tuple[str, ...] = ()  # where each wording lives upstream (repo@tag:file:line)
+    candidates: tuple[str, ...] = ()  # other traps the same line may mean (the differential)
+
+    @property
+    def event(self) -> str:  # the name the event table and the facts file the line under
+        return self.id
+
+    @property
+    def file(self) -> str:
+        return f"epdoctor/knowledge/traps/{self.code}.toml"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "role": self.role,
+            "subsystem": self.subsystem,
+            "title": self.title,
+            "status": self.status.value,
+            "per": self.per,
+            "patterns": list(self.patterns),
+            "sources": list(self.sources),
+            "candidates": list(self.candidates),
+            "file": self.file,
+        }
+
+
+# kept for callers of the event table: a rule judged per rule is what an "event" was
+LogEvent = LogRule
+
+
+@dataclass(frozen=True)
+class Discriminator:
+    """How to tell this trap apart from the others one log line may also mean."""
+
+    command: str  # one read-only command
+    says: str  # what its output means for this trap
+    log: tuple[str, ...] = ()  # other lines in the same log that make this trap more likely
+    node: str = ""  # a node fact that confirms ("efa") or rules out ("!efa") this trap
+
+
+NODE_PREDICATES = (
+    "efa", "mlx5", "gdrdrv_module", "dev_gdrdrv", "memlock_unlimited", "in_container", "root",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -88,7 +158,8 @@ class Trap:
     references: tuple[str, ...] = ()  # public URLs: the pull request, issue, doc or source
     status: str = "stable"
     detectors: tuple[str, ...] = ()  # "module:function" of every detector that raises it
-    log_events: tuple[LogEvent, ...] = ()  # [[log]]: the log events that raise it
+    log_rules: tuple[LogRule, ...] = ()  # [[log]]: the log rules that raise it
+    discriminator: Discriminator | None = None  # [discriminator]: how to tell it apart
     extra: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -161,6 +232,7 @@ def parse_trap(code: str, data: dict[str, object]) -> Trap:
         "status",
         "detectors",
         "log",
+        "discriminator",
     }
     return Trap(
         code=code,
@@ -180,22 +252,89 @@ def parse_trap(code: str, data: dict[str, object]) -> Trap:
         references=_tup(data, "references"),
         status=str(data.get("status", "stable")),
         detectors=detectors,
-        log_events=_log_events(code, data.get("log", [])),
+        log_rules=_log_rules(code, data.get("log", []), default_status),
+        discriminator=_discriminator(code, data.get("discriminator")),
         extra={k: v for k, v in data.items() if k not in known},
     )
 
 
-def _log_events(code: str, rows: object) -> tuple[LogEvent, ...]:
+def _log_rules(code: str, rows: object, default: Status) -> tuple[LogRule, ...]:
     if not isinstance(rows, list):
         raise CatalogueError(f"{code}: log is an array of tables ([[log]])")
     out = []
     for row in rows:
-        if not isinstance(row, dict) or set(row) != {"event", "status", "title"}:
-            raise CatalogueError(f"{code}: a [[log]] entry has event, status and title")
-        if row["status"] not in [s.value for s in Status]:
-            raise CatalogueError(f"{code}: [[log]] status {row['status']!r} is not a status")
-        out.append(LogEvent(str(row["event"]), code, Status(row["status"]), str(row["title"])))
+        if not isinstance(row, dict):
+            raise CatalogueError(f"{code}: [[log]] entries are tables")
+        where = f"{code}: [[log]] {row.get('id', '?')}"
+        missing = [
+            k for k in ("id", "order", "role", "subsystem", "title", "patterns") if k not in row
+        ]
+        if missing:
+            raise CatalogueError(f"{where}: missing {', '.join(missing)}")
+        unknown = set(row) - LOG_FIELDS
+        if unknown:
+            raise CatalogueError(f"{where}: unknown field {sorted(unknown)[0]!r}")
+        if not RULE_ID_RE.match(str(row["id"])):
+            raise CatalogueError(f"{where}: an id is snake_case")
+        if row["role"] not in LOG_ROLES:
+            raise CatalogueError(f"{where}: role is one of {LOG_ROLES}")
+        per = row.get("per", "incident")
+        if per not in LOG_PER:
+            raise CatalogueError(f"{where}: per is one of {LOG_PER}")
+        level = row.get("level", "error")
+        if level not in LOG_LEVELS:
+            raise CatalogueError(f"{where}: level is one of {LOG_LEVELS}")
+        status = row.get("status", default.value)
+        if status not in [s.value for s in Status]:
+            raise CatalogueError(f"{where}: status {status!r} is not a status")
+        patterns = _tup(row, "patterns")
+        if not patterns:
+            raise CatalogueError(f"{where}: patterns is empty")
+        for p in patterns:
+            try:
+                re.compile(p)
+            except re.error as exc:
+                raise CatalogueError(f"{where}: pattern {p!r}: {exc}") from exc
+        if not isinstance(row["order"], int):
+            raise CatalogueError(f"{where}: order is an integer")
+        out.append(
+            LogRule(
+                id=str(row["id"]),
+                code=code,
+                order=row["order"],
+                role=str(row["role"]),
+                subsystem=str(row["subsystem"]),
+                title=str(row["title"]),
+                patterns=patterns,
+                status=Status(status),
+                per=str(per),
+                level=str(level),
+                sources=_tup(row, "sources"),
+                candidates=_tup(row, "candidates"),
+            )
+        )
     return tuple(out)
+
+
+def _discriminator(code: str, data: object) -> Discriminator | None:
+    if data is None:
+        return None
+    if not isinstance(data, dict) or not str(data.get("command", "")).strip():
+        raise CatalogueError(f"{code}: [discriminator] is a table with a command")
+    node = str(data.get("node", ""))
+    if node and node.lstrip("!") not in NODE_PREDICATES:
+        raise CatalogueError(f"{code}: [discriminator] node is one of {NODE_PREDICATES}")
+    for p in _tup(data, "log"):
+        try:
+            re.compile(p)
+        except re.error as exc:
+            raise CatalogueError(f"{code}: [discriminator] log pattern {p!r}: {exc}") from exc
+    return Discriminator(
+        command=str(data["command"]).strip(),
+        says=str(data.get("says", "")).strip(),
+        log=_tup(data, "log"),
+        node=node,
+    )
 
 
 _LOCK = threading.Lock()
@@ -236,9 +375,20 @@ def all_traps() -> list[Trap]:
     return list(_load().values())
 
 
-def log_events() -> list[LogEvent]:
-    """Every trap's [[log]] entries: the table of log event -> (code, status, title)."""
-    return [e for t in all_traps() for e in t.log_events]
+def log_rules() -> list[LogRule]:
+    """Every trap's [[log]] rules, in the order the log analyzer reads them."""
+    rules = sorted((r for t in all_traps() for r in t.log_rules), key=lambda r: (r.order, r.id))
+    seen: dict[str, str] = {}
+    for r in rules:
+        if r.id in seen:
+            raise CatalogueError(f"[[log]] id {r.id!r} is used by {seen[r.id]} and {r.code}")
+        seen[r.id] = r.code
+    return rules
+
+
+def log_events() -> list[LogRule]:
+    """The rules judged one finding per rule (``per = "rule"``): the event table."""
+    return [r for r in log_rules() if r.per == "rule"]
 
 
 def resolve(code: str) -> str:

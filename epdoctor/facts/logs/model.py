@@ -214,14 +214,20 @@ class LogFacts:
             rank.nccl = True
             self._nccl_facts(rank, p, source, line_no, shown)
         key = rank.key if rank is not None else f"source:{source}"
-        events = self._events(p, key, source, line_no, shown)
-        self._triage(p, key, source, line_no, shown, events)
+        v = triage.classify(p)
+        events = self._events(p, key, source, line_no, shown, v)
+        self._triage(key, source, line_no, shown, events, v)
         return events
 
     def _triage(
-        self, p: Parsed, key: str, source: str, line_no: int, shown: str, events: list[Event]
+        self,
+        key: str,
+        source: str,
+        line_no: int,
+        shown: str,
+        events: list[Event],
+        v: triage.Verdict | None,
     ) -> None:
-        v = triage.classify(p)
         kinds = tuple(e.kind for e in events if e.kind not in CONTEXT_KINDS)
         if v is None and not kinds:
             return
@@ -368,24 +374,25 @@ class LogFacts:
         if sig.GDRCOPY_MSG.search(msg) and len(r.gdrcopy) < MAX_PER_RANK:
             r.gdrcopy.append(msg[:MAX_TEXT])
 
-    def _events(self, p: Parsed, key: str, source: str, line_no: int, shown: str) -> list[Event]:
+    def _events(
+        self, p: Parsed, key: str, source: str, line_no: int, shown: str, v: triage.Verdict | None
+    ) -> list[Event]:
+        """The line's event (the event-table rule its verdict names) and its context kinds."""
         out: list[Event] = []
         hay = p.msg if p.nccl else p.text
-        main_done = False
-        for kind, rx in sig.EVENTS:
-            is_ctx = kind in CONTEXT_KINDS
-            if main_done and not is_ctx:
-                continue
-            m = rx.search(hay)
-            if m is None:
-                continue
+        found: list[tuple[str, tuple[tuple[str, str], ...]]] = []
+        if v is not None and v.event is not None:
+            found.append((v.event, ()))
+        for kind, rx in sig.CONTEXT:
+            if m := rx.search(hay):
+                found.append(
+                    (kind, tuple((k, x) for k, x in m.groupdict().items() if x is not None))
+                )
+        for kind, groups in found:
             n = self._kind_count.get(kind, 0)
             self._kind_count[kind] = n + 1
-            if not is_ctx:
-                main_done = True
             if n >= MAX_EVENTS_PER_KIND:
                 continue
-            groups = tuple((k, v) for k, v in m.groupdict().items() if v is not None)
             e = Event(kind, key, source, line_no, shown, groups)
             self.events.append(e)
             out.append(e)

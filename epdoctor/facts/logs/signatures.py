@@ -136,76 +136,18 @@ def transport_kind(via: str) -> str:
     return parts[0]
 
 
-# --- events: (kind, pattern) searched in the message (NCCL lines) or the whole text ---------
-# Order matters only for which kind a line is filed under when several could match.
-EVENTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+# --- context: what a line says about the run, not trouble (read on every candidate line) -------
+# The trouble a line signals is the catalogue's [[log]] rules (knowledge/traps/*.toml, compiled by
+# facts/logs/triage.py); these only extract context the checks read: the all2all manager vLLM
+# chose, its CUDA-graph mode, torchrun's exit codes, frames that say DeepEP-V2 is in play.
+CONTEXT: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (k, re.compile(p))
     for k, p in (
-        # aws-ofi-nccl GIN / GDAKI (src/rdma/gin/*, src/nccl_ofi_gdrcopy.cpp)
-        ("gin_gdrcopy_25", r"GIN requires GDRCopy 2\.5\+"),
-        ("gdrcopy_compile", r"GDRCopy support not available at compile time"),
-        (
-            "gdrcopy_failed",
-            r"Could not load libgdrapi\.so|Failed to open gdr handle|"
-            r"Failed to resolve libgdrapi\.so symbol|Failed to resolve GDRCopy v2 API|"
-            r"Failed to initialize GDRCopy",
-        ),
-        ("cntr_open_ext", r"cntr_open_ext failed"),
-        ("iomem", r"host_register_iomem failed"),
-        ("gdaki_platform", r"gin GDAKI: not supported on this platform"),
-        ("gdaki_not_capable", r"gin GDAKI: createContext on a non-GDA-capable environment"),
-        ("gdaki_context_failed", r"gin GDAKI: createContext failed"),
-        ("gin_seq_in_use", r"Next sequence number is in use"),
-        (
-            "gin_no_net",
-            r"GIN requires the OFI NET plugin to be active|OFI NET plugin has not been initialized",
-        ),
-        ("gin_rdma_only", r"GIN only supports RDMA transport protocol"),
-        ("gin_mr_endpoint", r"GIN plugin does not support FI_MR_ENDPOINT"),
-        ("gin_any_failed", r"Failed to initialize any GIN plugin"),
-        ("net_any_failed", r"Failed to initialize any NET plugin"),
-        # NCCL gin_host.cc
-        ("gin_disabled", r"^GIN is disabled\."),
-        ("gin_unsupported", r"^GIN not supported\.|^No GIN-capable devices found\."),
-        ("gin_bad_type", r"Cannot get backend version for invalid GIN type|is not a gin type"),
-        # the seeds' recipe greps "GDAKI-CQE .*status 9" (upstream prints the CQE status)
-        ("gdaki_cqe9", r"(?i)GDAKI-CQE.*status[ :=]*9\b"),
-        # DeepEP (deep_ep/__init__.py check_nccl_so, csrc/kernels/backend/nccl.cu)
-        ("deepep_duplicate_nccl", r"Duplicate NCCL runtime found"),
-        (
-            "deepep_nccl_mismatch",
-            r"Prior to NCCL 2\.31, NCCL compile-time and runtime versions|Invalid NCCL versions",
-        ),
-        ("deepep_gin_unavailable", r"NCCL GIN is unavailable"),
-        ("deepep_qp_cap", r"\[DeepEP\] EFA detected: capping num_allocated_qps"),
-        # ptxas / CUDA JIT (DeepEP's runtime JIT; seed 001)
-        ("jit_ptxas_mov", r"Arguments mismatch for instruction 'mov'"),
-        ("jit_ptxas_stbulk", r"ptxas.*st\.bulk|st\.bulk.*(?:not supported|requires|error)"),
-        (
-            "jit_no_binary",
-            r"CUDA_ERROR_NO_BINARY_FOR_GPU|no kernel image is available for execution",
-        ),
-        ("jit_ptxas", r"ptxas\b.*\b(?:error|fatal)\b|\bptxas fatal\b"),
-        # vLLM (vllm/distributed/device_communicators/*)
+        # vLLM (vllm/distributed/device_communicators/all2all.py, vllm/config)
         ("vllm_manager", r"Using (?P<mgr>\S+) all2all manager\."),
-        ("vllm_v2_unavailable", r"DeepEP v2 \(ElasticBuffer\) not available"),
-        ("vllm_requires_gin", r"DeepEPv2 requires NCCL GIN"),
         ("vllm_engine_config", r"enforce_eager=(?P<eager>True|False)"),
-        # TensorRT-LLM fused_moe/communication/nccl_ep.py
-        ("trtllm_ncclep_missing", r"nccl-ep is not installed\."),
-        # huggingface_hub HfHubHTTPError / requests HTTPError
-        (
-            "hf_429",
-            r"\b429 Client Error: Too Many Requests|HTTP Error 429|status[_ ]code[=: ]+429\b",
-        ),
-        # CUDA runtime / driver strings
-        ("cuda_illegal", r"an illegal memory access was encountered|CUDA_ERROR_ILLEGAL_ADDRESS"),
-        ("cuda_launch", r"unspecified launch failure|CUDA_ERROR_LAUNCH_FAILED"),
-        # crashes
-        ("segfault", r"Segmentation fault|SIGSEGV|exitcode\s*:\s*-11\b|failed \(exitcode: -11\)"),
-        ("torchrun_child", r"ChildFailedError|failed \(exitcode: -?\d+\) local_rank"),
+        # torchrun's failure summary (torch/distributed/elastic/multiprocessing/errors)
         ("torchrun_exitcode", r"^\s*exitcode\s*:\s*-?\d+"),
-        # context for the crash traps (frames and lines that say DeepEP-V2 is in play)
         ("deepep_v2_context", r"deep_ep[/.]|ElasticBuffer|deepep_v2|DeepEPV2"),
     )
 )
