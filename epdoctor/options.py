@@ -298,19 +298,31 @@ def add_context_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_expect_efa_argument(g: Any) -> None:
-    """EFA is the goal: a rank off EFA fails unless the operator says the run never meant it."""
-    g.add_argument(
+    """EFA is the goal across nodes: a rank off EFA fails unless the operator says the run never
+    meant it; a log that shows one host is judged as one (intra-node Socket or shm is fine)
+    unless --expect-efa says the run must be on EFA all the same."""
+    efa = g.add_mutually_exclusive_group()
+    efa.add_argument(
         "--no-expect-efa",
         dest="expect_efa",
-        action="store_false",
-        default=True,
+        action="store_const",
+        const=False,
+        default=None,
         help="the run was not meant to use EFA (one node, another fabric): a rank on Socket, "
         "IB or a non-EFA provider is then a warning, not a failure",
+    )
+    efa.add_argument(
+        "--expect-efa",
+        dest="expect_efa",
+        action="store_const",
+        const=True,
+        help="every rank must be on EFA, also where the log shows only one host",
     )
 
 
 def context_from(args: argparse.Namespace) -> Context:
-    opts = {} if getattr(args, "expect_efa", True) else {"expect_efa": False}
+    want = getattr(args, "expect_efa", None)
+    opts = {} if want is None else {"expect_efa": want}
     return Context(
         transport=args.transport, engine=args.engine, instance=args.instance, options=opts
     )

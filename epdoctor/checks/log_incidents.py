@@ -157,6 +157,8 @@ def _incidents(
             continue  # a symptom of the main cause; in a run of symptoms only, each kind counts
         seen.add(code)
         status = Status.FAIL if _fails([t], code, event_codes) else Status.WARN
+        if status is Status.WARN and t.verdict.level == triage.NOTE:
+            status = Status.INFO
         out.append(Incident(rank, [t], t, code, status, True))
     return out
 
@@ -198,6 +200,8 @@ def _incident(
     cause = min(judged, key=lambda t: (_specificity(t, event_codes, first_symptom), t.line_no))
     code = line_code(cause, event_codes) or "E809"
     status = Status.FAIL if _fails(judged, code, event_codes) else Status.WARN
+    if status is Status.WARN and all(t.verdict.level == triage.NOTE for t in judged):
+        status = Status.INFO  # only notices: a program said it fell back and went on
     if code in WARN_GENERIC and status is Status.FAIL:
         # an unrecognised warning that opens a failing incident: the failure's best witness
         sub = triage.subsystem_of(cause.text)

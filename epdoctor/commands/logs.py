@@ -110,8 +110,8 @@ def context_of(args: argparse.Namespace):
     from epdoctor.model import Context
 
     opts: dict[str, Any] = {"expect_nics": args.expect_nics} if args.expect_nics else {}
-    if not args.expect_efa:
-        opts["expect_efa"] = False
+    if args.expect_efa is not None:
+        opts["expect_efa"] = args.expect_efa
     return Context(transport=args.transport, instance=args.instance, options=opts)
 
 
@@ -198,7 +198,7 @@ def _render(args: argparse.Namespace, a) -> None:
             "transport": args.transport,
             "instance": args.instance,
             "expect_nics": args.expect_nics,
-            "expect_efa": args.expect_efa,
+            "expect_efa": args.expect_efa is not False,
         }
         sys.stdout.write(logs_report.render_json(a, ctx) + "\n")
     elif args.markdown:

@@ -96,6 +96,8 @@ class RankFacts:
     gin_loaded: list[str] = field(default_factory=list)
     gdaki_context: bool = False
     gdrcopy: list[str] = field(default_factory=list)
+    comm_nranks: int | None = None  # the largest communicator this rank joined
+    comm_nnodes: int | None = None  # its nNodes, where NCCL printed it (2.19+)
     warn_count: int = 0
     warns: list[str] = field(default_factory=list)
     evidence: dict[str, str] = field(default_factory=dict)  # fact name -> "src:line: text"
@@ -177,6 +179,8 @@ class RankFacts:
             "gin_plugin_type": self.gin_plugin_type,
             "gdaki_context": self.gdaki_context,
             "gdrcopy": list(self.gdrcopy),
+            "comm_nranks": self.comm_nranks,
+            "comm_nnodes": self.comm_nnodes,
             "env": dict(self.env),
             "warn_count": self.warn_count,
             "warns": list(self.warns),
@@ -307,6 +311,15 @@ class LogFacts:
             r.transports.add(kind)
             r.evidence.setdefault(f"transport:{kind}", ev)
             return  # a channel line says nothing else
+        if "anks " in msg and (m := sig.COMM_RANKS.search(msg)):
+            n = int(m["n"])
+            if r.comm_nranks is None or n > r.comm_nranks:
+                r.comm_nranks = n
+                r.evidence["comm"] = ev
+            if mn := sig.COMM_NODES.search(msg):
+                r.comm_nnodes = max(r.comm_nnodes or 0, int(mn["n"]))
+                r.evidence["comm"] = ev
+            return
         if m := sig.NCCL_VERSION.match(msg):
             if r.nccl_version is None:
                 r.nccl_version = m["v"]
@@ -410,3 +423,23 @@ class LogFacts:
 
     def all_ranks(self) -> list[RankFacts]:
         return [self.ranks[k] for k in sorted(self.ranks)]
+
+    def hosts(self) -> int | None:
+        """How many hosts the job spans, as far as the log says; None: it cannot be told.
+
+        NCCL's own nNodes (2.19+) decides. Without it, one host is told only when every rank of
+        the communicator (its nranks) printed lines from that host: a log of one node of a
+        two-node job shows one host too, and must not pass for a single-host run.
+        """
+        ranks = self.nccl_ranks()
+        nodes = {r.comm_nnodes for r in ranks if r.comm_nnodes}
+        if nodes:
+            return max(nodes)
+        hosts = {r.host for r in ranks if r.host}
+        if len(hosts) > 1:
+            return len(hosts)
+        size = max((r.comm_nranks or 0 for r in ranks), default=0)
+        seen = [r for r in ranks if r.host]
+        if len(hosts) == 1 and size and len(seen) >= size:
+            return 1
+        return None

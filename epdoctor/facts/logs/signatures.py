@@ -59,6 +59,27 @@ ANCHORS: tuple[bytes, ...] = (
     b"Last error",
     b"Bus error",
     b"core dumped",
+    # the rest of the lexicon (knowledge/log_lexicon.toml): every word it reads must be found
+    b"ailure",  # failure, Failure
+    b"xit code",  # exit code, Exited with exit code
+    b"xit status",
+    b"on-zero",  # non-zero exit / status
+    b"nhandled",
+    b"o space",  # no space left, No space left
+    b"egmentation",
+    b"OOM",
+    b"nvalid",
+    b"ould not",
+    b"ouldn't",
+    b"an't",
+    b"o such",
+    b"EPERM",
+    b"EACCES",
+    b"eadline",
+    b"gdr",  # gdrcopy / gdrdrv / gdr_* (their failures say so in their own words)
+    # NCCL's communicator lines, also without the host:pid prefix: that NCCL ran, its nNodes
+    b"Init COMPLETE",
+    b"nNodes",
 )
 # The channel lines that say which transport connects a rank to each peer. They are the bulk
 # of an NCCL INFO log (one per channel, peer and direction), so ``epdoctor logs`` does not
@@ -71,6 +92,11 @@ TRANSPORT_ANCHORS: tuple[bytes, ...] = (b"] via ",)
 NCCL_VERSION = re.compile(
     r"^NCCL version (?P<v>\d+\.\d+\.\d+)(?:[-+.]\w+)*?(?:\+cuda(?P<cuda>[\d.]+))?\b"
 )
+# init.cc "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d" (2.19+),
+# "comm %p rank %d nranks %d cudaDev %d ... - Init COMPLETE" (every release): how many ranks
+# and hosts the communicator spans
+COMM_RANKS = re.compile(r"\bn[Rr]anks (?P<n>\d+)")
+COMM_NODES = re.compile(r"\bnNodes (?P<n>\d+)")
 ENV_SET = re.compile(r"^(?P<k>[A-Z][A-Z0-9_]+) set by environment to (?P<v>.*?)\.?$")
 USING_NETWORK = re.compile(r"^Using network (?P<net>.+?)\s*$")
 NET_LOADED = re.compile(r"^NET/Plugin: Loaded net plugin (?P<name>.+?) \((?P<ver>v\d+)\)")

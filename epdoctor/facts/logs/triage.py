@@ -44,6 +44,7 @@ BENIGN = "benign"
 
 ERROR = "error"
 WARNING = "warn"
+NOTE = "note"  # the lexicon's notices: shown, never a warning by themselves
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ RULES: tuple[Rule, ...] = tuple(r for r in ALL_RULES if r.per == "incident")
 BENIGN_PATTERNS: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in _LEX["benign"])  # type: ignore[union-attr]
 _FATAL = re.compile("|".join(_scoped(p) for p in _LEX["fatal"]), re.IGNORECASE)  # type: ignore[arg-type]
 _TROUBLE = re.compile("|".join(_scoped(p) for p in _LEX["trouble"]), re.IGNORECASE)  # type: ignore[arg-type]
+_NOTICE = re.compile("|".join(_scoped(p) for p in _LEX["notice"]), re.IGNORECASE)  # type: ignore[arg-type]
 _SUBSYSTEMS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (str(s["name"]), re.compile(str(s["pattern"]), re.IGNORECASE))
     for s in _LEX["subsystem"]  # type: ignore[union-attr]
@@ -230,6 +232,9 @@ def _generic(p: Parsed, hay: str, stripped: str, lf: re.Match[str] | None) -> Ve
         return Verdict(GENERIC, ERROR, "python", "E808", f"Unrecognised Python {exc}")
     fatal = _FATAL.search(hay)
     if fatal is None and _TROUBLE.search(hay) is None and _LEVEL.search(hay) is None:
+        if _NOTICE.search(hay) and _QUIET_LEVEL.search(hay) is None:
+            sub = subsystem_of(hay)
+            return Verdict(GENERIC, NOTE, sub, "E809", f"A notice from {sub}")
         return None
     sub = subsystem_of(hay)
     deep = sub in ("nvshmem", "DeepEP")
