@@ -263,3 +263,90 @@ def test_incremental_analyzer_raises_the_cause_when_its_line_arrives():
 def test_upstream_wordings_classify(line, code):
     v = triage.classify(parse_line(line))
     assert v is not None and v.code == code, (line, v)
+
+
+# The new families, each line built from the upstream format string its rule cites (the rule's
+# `sources` in knowledge/traps/CODE.toml), never from a fixture's wording.
+@pytest.mark.parametrize(
+    "line, code",
+    [
+        # gdrcopy src/gdrdrv/gdrdrv.c (v2.5.1), the kernel's module loader, libgdrapi, aws-ofi-nccl
+        ("[  12.345678] gdrdrv:gdrdrv_init:can't get major 0", "H812"),
+        ("[  12.3] gdrdrv: Unknown symbol nvidia_p2p_get_pages (err -22)", "H812"),
+        ("insmod: ERROR: could not insert module /lib/modules/gdrdrv.ko: Unknown symbol in module", "H812"),
+        ("[ 99.1] gdrdrv:__gdrdrv_pin_buffer:nvidia_p2p_get_pages(va=7f0000000000 len=65536 "
+         "p2p_token=0 va_space=0 callback=ffffffffc0a1b2c3) failed [ret = -22]", "H813"),
+        ("h:1:1 [0] NCCL WARN NET/OFI gdr_pin_buffer failed: 22", "H813"),
+        ("ERR:  error opening driver (errno=2/No such file or directory)", "H201"),
+        ("h:1:1 [0] NCCL WARN NET/OFI Failed to open gdr handle", "H201"),
+        # NVSHMEM src/modules/transport/ibgda/ibgda.cpp, bootstrap_uid.cpp (v3.4.5)
+        ("/nvshmem/src/modules/transport/ibgda/ibgda.cpp:3794: WARN: device rdmap16s27 is not "
+         "supported (expected HCA interface: mlx5 or ibp). Skipping...", "D811"),
+        ("/nvshmem/src/modules/transport/ibgda/ibgda.cpp:1889: NULL value cannot allocate "
+         "mlx5dv_devx_uar", "D812"),
+        ("/nvshmem/src/modules/bootstrap/uid/bootstrap_uid.cpp:bootstrap_net_init:160: No socket "
+         "interface found", "D813"),
+        ("/nvshmem/src/host/transport/transport.cpp:nvshmemi_transport_init:275: init failed for "
+         "transport: IBGDA", "D801"),
+        # NCCL src/gin/gin_host.cc, src/init.cc; aws-ofi-nccl src/nccl_ofi_rdma.cpp (v1.21.1)
+        ("h:1:1 [0] gin/gin_host.cc:440 NCCL WARN GIN: DevComm setup failed on all available "
+         "backends", "T205"),
+        ("h:1:1 [0] gin/gin_host.cc:195 NCCL WARN GIN strong signals are required, but the GIN "
+         "plugin does not support them.", "T205"),
+        ("h:1:1 [0] NCCL WARN NET/OFI Unexpected number of remote rails for dev 0. Expected 4 "
+         "but got 2", "T206"),
+        ("h:1:1 [0] init.cc:1339 NCCL WARN Detected mixed local Net device counts across ranks "
+         "(min 8, max 16). Set NCCL_IGNORE_NET_MISMATCH=1 to continue.", "T206"),
+        ("h:1:1 [0] init.cc:974 NCCL WARN Mismatched NCCL version detected : rank 3 version "
+         "23004 rank 0 version 22907", "L802"),
+        ("ImportError: /opt/DeepEP/deep_ep_cpp.so: undefined symbol: ncclCommWindowRegister", "L802"),
+        # NVSHMEM src/host/init/init.cu (v3.4.5): two hosts NVSHMEM takes for one
+        ("/nvshmem/src/host/init/init.cu:387: NVSHMEM requires the same number of PEs on all "
+         "nodes (16 PEs on ip-10-0-0-1)", "H814"),
+        # libfabric prov/efa (v2.5.1)
+        ("A process has executed an operation involving a call", "N311"),
+        ("FI_EFA_USE_DEVICE_RDMA=1 was set by user, but EFA device has no rdma-read capability.  "
+         "Application will abort().", "N312"),
+        # UCX src/ucp/core/ucp_context.c, NIXL (v1.4.0)
+        ("[1.2] [h:1:0] ucp_context.c:1754 UCX  ERROR no usable transports/devices (asked "
+         "rc,cuda_copy on mlx5_0:1)", "T810"),
+        ("E0101 nixl_agent.cpp:12] createBackend: backend initialization error for 'UCX'", "T810"),
+        # vLLM v1 engine (0.11.0, 0.34.0), shm_broadcast.py; gloo transport/tcp
+        ("RuntimeError: Did not receive response from front-end process within 5 minutes", "E811"),
+        ("TimeoutError: Timed out waiting for engines to sendinitial message on input socket.", "E811"),
+        ("WARNING 01-02 10:00:00 [shm_broadcast.py:115] No available shared memory broadcast "
+         "block found in 60 seconds. This typically happens when some processes are hanging.", "E812"),
+        ("RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:79] "
+         "Timed out waiting 1800000ms for recv operation to complete", "E813"),
+    ],
+)  # fmt: skip
+def test_new_families_classify(line, code):
+    v = triage.classify(parse_line(line))
+    assert v is not None and v.code == code, (line, v)
+
+
+@pytest.mark.parametrize(
+    "line, sub",
+    [
+        # shapes no rule knows: still failures, named by who wrote them
+        ("Your job will now abort.", "the run"),
+        ("srun: error: p5-st-1: task 3: Exited with exit code 1", "Slurm"),
+        ("gdrcopy_copybw: gdr_map failed somewhere new", "gdrcopy"),
+        ("/nvshmem/src/host/init/init.cu:1080: nvshmem initialization failed, exiting", "nvshmem"),
+        ("h1: Test CUDA failure common.cu:891 'an unknown new cuda error'", "CUDA"),
+        ("Failed, NCCL error alltoall.cu:102 'unknown result code'", "NCCL"),
+    ],
+)
+def test_unrecognised_fatal_lines_are_trouble_whatever_their_shape(line, sub):
+    v = triage.classify(parse_line(line))
+    assert v is not None and v.is_trouble and v.level == triage.ERROR, (line, v)
+    assert v.code in ("E810", "D809", "D801", "H813", "N204"), v
+    if v.code in ("E810", "D809"):
+        assert sub in v.what or v.subsystem == sub, v
+
+
+def test_writer_level_keeps_a_warning_a_warning():
+    v = triage.classify(parse_line("WARNING 01-02 10:00:00 [x.py:1] failed to import foo"))
+    assert v is not None and v.level == triage.WARNING and v.code == "E809"
+    v = triage.classify(parse_line("Could not find checkpoint, start training from scratch"))
+    assert v is not None and v.level == triage.NOTE

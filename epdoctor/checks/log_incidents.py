@@ -145,7 +145,7 @@ def _incidents(
     # a fact check judges the main cause (FACT_CODES) and may find it harmless (a missing
     # default plugin where EFA is not the goal): lines it does not explain stand on their own
     lends = main.code in FACT_CODES
-    main_is_cause = _specificity(main.cause, event_codes, None) < 3
+    main_is_cause = _specificity(main.cause, event_codes, None) < 4
     for t in lines:
         code = line_code(t, event_codes)
         if code in seen or code is None or t.line_no < main.cause.line_no:
@@ -163,24 +163,35 @@ def _incidents(
     return out
 
 
+def generic_symptom(code: str | None, role: str) -> bool:
+    """A symptom any failure leads to (an NCCL error code, a crash, a failed child, a wait for a
+    peer): it says that something broke, not what. A symptom of a named mechanism (GDRCopy could
+    not pin, vLLM's engines never answered) says more than any unrecognised line."""
+    return role == triage.SYMPTOM and (
+        code in SYMPTOM_CODES or code in WAIT_CODES or code == "T803" or code in GENERIC_CODES
+    )
+
+
 def _specificity(
     t: Trouble, event_codes: dict[str, tuple[str, Status]], first_symptom: int | None
 ) -> int:
-    """How well a line names why an incident happened: 0 a known cause; 1 an unrecognised
-    error line, 2 an unrecognised warning, both only before the incident's first known symptom
-    (after it they are more of its symptoms, 5); 3 a known symptom; 4 a summary (a launcher's
-    or torchrun's report that a process ended)."""
+    """How well a line names why an incident happened: 0 a known cause; 1 a symptom of a named
+    mechanism; 2 an unrecognised error line, 3 an unrecognised warning, both only before the
+    incident's first generic symptom (after it they are more of its symptoms, 6); 4 a generic
+    symptom; 5 a summary (a launcher's or torchrun's report that a process ended)."""
     code = line_code(t, event_codes)
     role = t.verdict.role
     if role == triage.CAUSE and code:
         return 0
     if role == triage.SUMMARY or code in SUMMARY_CODES:
-        return 4
+        return 5
     if role == triage.GENERIC or code in GENERIC_CODES:
         if first_symptom is not None and t.line_no > first_symptom:
-            return 5
-        return 1 if t.verdict.level == triage.ERROR else 2
-    return 3
+            return 6
+        return 2 if t.verdict.level == triage.ERROR else 3
+    if code and not generic_symptom(code, role):
+        return 1
+    return 4
 
 
 def _incident(
@@ -195,7 +206,7 @@ def _incident(
     judged = [t for t in lines if t.verdict.is_trouble or t.events]
     if not judged:
         return None
-    symptoms = [t.line_no for t in judged if _specificity(t, event_codes, None) == 3]
+    symptoms = [t.line_no for t in judged if _specificity(t, event_codes, None) == 4]
     first_symptom = min(symptoms) if symptoms else None
     cause = min(judged, key=lambda t: (_specificity(t, event_codes, first_symptom), t.line_no))
     code = line_code(cause, event_codes) or "E809"
@@ -273,7 +284,7 @@ def findings(
             what = f"unrec:{inc.cause.verdict.subsystem}"
         elif waited and inc.code == "E807" and watchdog_abort(inc.cause.text):
             what = f"summary:{what}"
-        elif inc.cause.verdict.role == triage.SYMPTOM:
+        elif generic_symptom(inc.code, inc.cause.verdict.role):
             what = f"symptom:{what}"  # ordered with the symptoms (``tier``)
         merged.setdefault((inc.code, what), []).append(inc)
     out: list[tuple[str, Finding]] = []

@@ -103,7 +103,7 @@ def _f(code: str, status: Status, title: str | None, evidence: Iterable[str]) ->
 
 
 # --- network -------------------------------------------------------------------------------
-@detector("T701", "T702", "F201", "F202", domain="logs")
+@detector("T701", "T702", "T206", "F201", "F202", domain="logs")
 def network_findings(
     facts: LogFacts, exp: Expect, final: bool, tri: incidents.Triage | None = None
 ) -> Iterator[Keyed]:
@@ -172,6 +172,22 @@ def network_findings(
                     [e for r in short for e in _ev(r, "provider")],
                 ),
             )
+    # every rank of a job must see the same EFA rails: the plugin pairs rail i with rail i
+    by_nics: dict[int, list[RankFacts]] = {}
+    for r in ranks:
+        if r.provider and r.provider[0] == "efa" and r.provider[2] >= 0:
+            by_nics.setdefault(r.provider[2], []).append(r)
+    if len(by_nics) > 1:
+        yield (
+            "T206",
+            _f(
+                "T206",
+                Status.FAIL,
+                "Ranks disagree on the number of EFA NICs: "
+                + "; ".join(f"{n} on {_ranks_str(rs)}" for n, rs in sorted(by_nics.items())),
+                [e for rs in by_nics.values() for e in _ev(rs[0], "provider")],
+            ),
+        )
     efa = [r for r in ranks if r.on_efa() is True]
     off = [r for r in ranks if r.on_efa() is False]
     if efa and off:
@@ -489,7 +505,7 @@ def _signalled_children(evs: list[Event], timed_out: bool) -> Generator[Keyed, N
 # the event table's codes, and the judgments of events below
 @detector(
     *dict.fromkeys(e.code for e in LOG_EVENTS.values()),
-    *("D401", "E407", "E102", "E104", "E503", "E202", "D101", "E203"),
+    *("D401", "E407", "E102", "E104", "E503", "E202", "D101", "E203", "T101"),
     domain="logs",
 )
 def event_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
@@ -507,6 +523,8 @@ def event_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
             evs = yield from _signalled_children(evs, incidents.timed_out(facts))
         if evs:
             yield f"{code}:{kind}", _event_group(evs, e.title, code, status)
+    if bad := by_kind.get("gin_bad_type"):
+        yield "T101:log", _gin_type_finding(facts, bad)
     if qp := by_kind.get("deepep_qp_cap"):
         yield (
             "D401:cap",
@@ -592,6 +610,44 @@ def event_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
                 "E203",
                 _event_group(seg, "A process died of a segmentation fault", "E203", Status.FAIL),
             )
+
+
+def _gin_type_finding(facts: LogFacts, bad: list[Event]) -> Finding:
+    """NCCL refused NCCL_GIN_TYPE: a type this NCCL does not have (T101), told by the version.
+
+    The line says the type is invalid for this NCCL, whether or not a GIN plugin loaded: the
+    fix is the type or the NCCL, never the plugin path.
+    """
+    ranks = {r.key: r for r in facts.nccl_ranks()}
+    since = stack.gin_type_since()
+    r = next((ranks[e.rank_key] for e in bad if e.rank_key in ranks), None)
+    gin_type = r.gin_type if r is not None else None
+    if gin_type is None:
+        m = re.search(r"invalid GIN type (\d+)", bad[0].text)
+        gin_type = int(m[1]) if m else None
+    version = r.nccl_version if r is not None else None
+    title = "NCCL does not know the GIN type it was given"
+    if gin_type is not None:
+        title = f"NCCL_GIN_TYPE={gin_type} is a GIN type this NCCL does not have"
+        first = since.get(str(gin_type))
+        if version and first and _vt(version) < _vt(first):
+            title += (
+                f": NCCL {version} is older than {first}, the first release with type {gin_type}"
+            )
+        elif version and first is None:
+            title += f": NCCL {version} knows no type {gin_type}"
+        elif version:
+            title += f" (NCCL {version})"
+    loaded = r is not None and bool(r.gin_loaded or r.gin_plugin)
+    if loaded:
+        title += "; the GIN plugin itself loaded"
+    ev = [e.evidence() for e in bad]
+    if r is not None:
+        ev = _ev(r, "env:NCCL_GIN_TYPE", "nccl_version") + ev
+    where = sorted({e.rank_key for e in bad})
+    if len(where) > 1:
+        title += f" ({len(where)} ranks)"
+    return _f("T101", Status.FAIL, title, ev)
 
 
 def _with_evidence(f: Finding, extra: list[str]) -> Finding:

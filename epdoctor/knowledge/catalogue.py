@@ -191,6 +191,17 @@ class Trap:
             "engines": list(self.engines),
             "references": list(self.references),
             "status": self.status,
+            "log_rules": [r.to_json() for r in self.log_rules],
+            "discriminator": (
+                None
+                if self.discriminator is None
+                else {
+                    "command": self.discriminator.command,
+                    "says": self.discriminator.says,
+                    "log": list(self.discriminator.log),
+                    "node": self.discriminator.node,
+                }
+            ),
         }
 
 

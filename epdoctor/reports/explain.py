@@ -14,7 +14,7 @@ from epdoctor.knowledge import Trap
 from epdoctor.knowledge.detectors import locate
 from epdoctor.knowledge.sections import Section, trap_sections
 
-_STYLE = {"safe": "bold green", "change": "bold yellow"}
+_STYLE = {"safe": "bold green", "change": "bold yellow", "tell": "bold green"}
 
 
 def _ref(url: str) -> RenderableType:
@@ -27,7 +27,7 @@ def _ref(url: str) -> RenderableType:
 
 
 def _rich_items(s: Section) -> list[RenderableType]:
-    if s.key == "safe":
+    if s.key in ("safe", "tell"):
         return [Text(f"  $ {c}") for c in s.items]
     if s.key == "detectors":
         located = map(locate, s.items)
@@ -52,12 +52,14 @@ def render_trap(console: Console, t: Trap) -> None:
 
 
 def _md_items(s: Section) -> list[str]:
-    if s.key == "safe":
+    if s.key in ("safe", "tell"):
         return [f"    $ {c}" for c in s.items]
     if s.key == "change":
         return [f"    {c}" for c in s.items]
     if s.key == "detectors":
         return [f"- `{d.ref}` ({d.domain})" for d in map(locate, s.items)]
+    if s.key == "logrules":
+        return [f"- `{r}`" for r in s.items]
     return [f"- {r}" for r in s.items]
 
 
