@@ -16,6 +16,7 @@ and error message before anything renders them.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -82,7 +83,14 @@ def diagnose(
     )
     report = Report(diagnoses, fleet_findings(diagnoses))
     if request.logs:
-        report.logs = _attach_logs(report.results, request.logs, request.context)
+        ctx = request.context
+        node = next((d.node for d in diagnoses if d.node is not None), None)
+        if node is not None:
+            # the node the logs came from: its facts keep only the causes it can have
+            from epdoctor.checks.log_differential import node_predicates
+
+            ctx = dataclasses.replace(ctx, options={**ctx.options, "node": node_predicates(node)})
+        report.logs = _attach_logs(report.results, request.logs, ctx)
     return report
 
 

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from epdoctor import knowledge
+from epdoctor.checks import log_differential as differential
 from epdoctor.checks.base import finding
 from epdoctor.checks.registry import detector
 from epdoctor.facts.logs import triage
@@ -264,12 +266,18 @@ def _norm(text: str) -> str:
 
 @detector(*sorted({r.code for r in triage.RULES} | GENERIC_CODES), domain="logs")
 def findings(
-    tri: Triage, ranks_named: dict[str, str], owned: set[str]
+    tri: Triage,
+    ranks_named: dict[str, str],
+    owned: set[str],
+    hints: Mapping[str, list[str]] | None = None,
+    node: Mapping[str, bool | None] | None = None,
 ) -> list[tuple[str, Finding]]:
-    """One finding per (cause code, cause wording), over every rank that shows it.
+    """One finding per (cause code, cause wording), over every rank that shows it; one per
+    candidate cause where the cause line fits several (``log_differential``).
 
     ``owned`` are codes other findings report (fact checks, events): their incidents only lend
-    evidence (``Triage.extra_evidence``).
+    evidence (``Triage.extra_evidence``). ``hints``: the log's lines per trap that make it
+    likelier (LogFacts.hints); ``node``: the node's facts (log_differential.node_predicates).
     """
     merged: dict[tuple[str, str], list[Incident]] = {}
     waited = any(i.code in WAIT_CODES for i in tri.incidents)
@@ -303,7 +311,10 @@ def findings(
                 break
             ev.append(other.cause.evidence())
         status = max((i.status for i in incs), key=lambda s: s.rank)
-        out.append((f"{code}:triage:{what}", finding(code, status, title, ev[:MAX_EVIDENCE])))
+        f = finding(code, status, title, ev[:MAX_EVIDENCE])
+        out += differential.expand(
+            f"{code}:triage:{what}", f, first.cause.verdict.rule, hints or {}, node or {}
+        )
     return out
 
 
@@ -345,6 +356,8 @@ def tier(code: str, key: str) -> int:
     that died or hung: a crash anywhere says more. A summary (torchrun's "child failed", a
     launcher's "exited with exit code 1") never says why: even an unrecognised line says more.
     """
+    if ":cand:" in key:  # another cause the same line fits: ranks with the first one
+        code, key = key.split(":cand:", 1)[1].split(":", 1)[0], key.split(":cand:", 1)[1]
     if code in SUMMARY_CODES or ":triage:summary:" in key:
         return 7
     if ":triage:unrec:" in key:

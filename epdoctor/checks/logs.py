@@ -695,7 +695,8 @@ def evaluate(facts: LogFacts, ctx: Context, final: bool = True) -> list[Keyed]:
     owned = {f.code for _, f in out} | incidents.FACT_CODES
     out = [(k, _with_evidence(f, tri.extra_evidence(f.code))) for k, f in out]
     names = {r.key: r.name() for r in facts.all_ranks()}
-    out.extend(incidents.findings(tri, names, owned))
+    node = ctx.options.get("node") or {}
+    out.extend(incidents.findings(tri, names, owned, facts.hints, node))
     out = [(k, dataclasses.replace(f, subject=k)) for k, f in out]
     out.sort(key=_order)
     if final and not out:

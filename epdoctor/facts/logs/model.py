@@ -202,6 +202,8 @@ class LogFacts:
     _pids: dict[int, set[str]] = field(default_factory=dict)  # pid -> nccl keys
     _kind_count: dict[str, int] = field(default_factory=dict)
     _rank_troubles: dict[str, int] = field(default_factory=dict)
+    # trap code -> lines of the log that hold its discriminator's patterns (a few each)
+    hints: dict[str, list[str]] = field(default_factory=dict)
 
     # -- building -------------------------------------------------------------------------
     def add(self, source: str, line_no: int, raw: bytes) -> list[Event]:
@@ -218,6 +220,12 @@ class LogFacts:
             rank.nccl = True
             self._nccl_facts(rank, p, source, line_no, shown)
         key = rank.key if rank is not None else f"source:{source}"
+        for code in triage.hints_in(p.text):
+            seen = self.hints.setdefault(code, [])
+            if len(seen) < 3:
+                seen.append(
+                    f"{source}:{line_no}: {shown}" if source else f"line {line_no}: {shown}"
+                )
         v = triage.classify(p)
         events = self._events(p, key, source, line_no, shown, v)
         self._triage(key, source, line_no, shown, events, v)

@@ -59,6 +59,7 @@ class Verdict:
     code: str | None = None
     what: str = ""  # the mechanism in a few words: the finding's title starts with it
     event: str | None = None  # the event-table rule (per rule / judged) the line matched
+    rule: str = ""  # the [[log]] rule the line matched (knowledge.log_rules), if any
 
     @property
     def is_trouble(self) -> bool:
@@ -128,6 +129,28 @@ _QUIET_LEVEL = re.compile(
 )
 
 
+def _hints() -> tuple[re.Pattern[str] | None, tuple[tuple[str, re.Pattern[str]], ...]]:
+    """The traps' [discriminator] log patterns: one alternation that finds whether a line holds
+    any (most lines hold none), and one pattern per trap that says whose they are."""
+    per: list[tuple[str, re.Pattern[str]]] = []
+    for t in knowledge.all_traps():
+        if t.discriminator is not None and t.discriminator.log:
+            per.append((t.code, _compile(t.discriminator.log)))
+    anyof = re.compile("|".join(f"(?:{rx.pattern})" for _, rx in per)) if per else None
+    return anyof, tuple(per)
+
+
+_HINT_ANY, _HINTS = _hints()
+
+
+def hints_in(text: str) -> list[str]:
+    """The traps whose discriminator's log patterns this line holds (evidence for one cause
+    over another where a line fits several)."""
+    if _HINT_ANY is None or _HINT_ANY.search(text) is None:
+        return []
+    return [code for code, rx in _HINTS if rx.search(text)]
+
+
 def subsystem_of(text: str) -> str:
     """Which part of the stack wrote a line of no rule, for the finding's title."""
     for name, rx in _SUBSYSTEMS:
@@ -181,7 +204,7 @@ def classify(p: Parsed) -> Verdict | None:
     ev = event_rule(p.msg if p.nccl else p.text)
     if ev is not None:
         level = ERROR if (p.nccl and p.level == "WARN" and ev.role == CAUSE) else ev.level
-        return Verdict(ev.role, level, ev.subsystem, ev.code, ev.what, ev.id)
+        return Verdict(ev.role, level, ev.subsystem, ev.code, ev.what, ev.id, ev.id)
     hay = (f"{p.loc} {p.msg}" if p.loc else p.msg) if p.nccl else p.text
     if not hay:
         return None
@@ -202,7 +225,7 @@ def classify(p: Parsed) -> Verdict | None:
             level = r.level
             if p.nccl and p.level == "WARN" and r.role == CAUSE:
                 level = ERROR
-            return Verdict(r.role, level, r.subsystem, r.code, r.what)
+            return Verdict(r.role, level, r.subsystem, r.code, r.what, rule=r.id)
     return _generic(p, hay, stripped, lf)
 
 
