@@ -22,7 +22,7 @@ from typing import Any
 from epdoctor.checks.logs import evaluate
 from epdoctor.facts.logs import signatures as sig
 from epdoctor.facts.logs.model import LogFacts, RankFacts
-from epdoctor.facts.logs.scanner import Feeder, ScanStats, feed_all
+from epdoctor.facts.logs.scanner import ANCHORS, Feeder, ScanStats, feed_all
 from epdoctor.model import Context, Finding, Status
 from epdoctor.targets.logstream import iter_path
 
@@ -74,7 +74,7 @@ class LogAnalyzer:
         self.ctx = ctx or Context()
         self.source = source
         self.facts = LogFacts(transports=transports)
-        self._anchors = sig.ANCHORS + sig.TRANSPORT_ANCHORS if transports else sig.ANCHORS
+        self._anchors = ANCHORS + sig.TRANSPORT_ANCHORS if transports else ANCHORS
         self._feeder = Feeder(self._anchors)  # the default source's
         self._feeders: dict[str, Feeder] = {source: self._feeder}
         self._seen: set[str] = set()

@@ -194,7 +194,7 @@ def test_plan_sends_rare_bytes_to_memchr_and_common_ones_whole(monkeypatch):
     groups, whole = scanner.make_plan(bulk * 1000)
     by_byte = {b: [a for a, _ in m] for b, m in groups}
     assert b"NCCL INFO N" in whole  # every byte of it is on every line here
-    assert by_byte[b"W"] == [b"WARN"]  # no W in the bulk: one memchr pass
+    assert b"WARN" in by_byte[b"W"]  # no W in the bulk: one memchr pass
     assert all(a not in whole for ms in by_byte.values() for a in ms)
     assert sorted(whole + tuple(a for ms in by_byte.values() for a in ms)) == sorted(
         scanner.ANCHORS

@@ -37,11 +37,11 @@ def test_default_anchors_never_return_a_channel_line(name):
     # channel lines are the bulk of a large NCCL INFO log: `epdoctor logs` must not decode them
     channels = _channel_lines(name)
     assert len(channels) >= 20
-    assert not any(a in ln for ln in channels for a in sig.ANCHORS)
+    assert not any(a in ln for ln in channels for a in scanner.ANCHORS)
     data = (FIX / "launch" / name).read_bytes()
-    assert not set(channels) & set(_candidates(data, sig.ANCHORS))
+    assert not set(channels) & set(_candidates(data, scanner.ANCHORS))
     # with the transport anchor every one of them comes back, and ring-order lines do not
-    got = _candidates(data, sig.ANCHORS + sig.TRANSPORT_ANCHORS)
+    got = _candidates(data, scanner.ANCHORS + sig.TRANSPORT_ANCHORS)
     assert set(channels) <= set(got)
     assert not any(b"Channel" in ln and ln not in channels for ln in got)
 

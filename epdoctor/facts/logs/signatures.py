@@ -77,6 +77,8 @@ ANCHORS: tuple[bytes, ...] = (
     b"EACCES",
     b"eadline",
     b"gdr",  # gdrcopy / gdrdrv / gdr_* (their failures say so in their own words)
+    b"too short",  # dlopen: file too short
+    b"ELF ",  # dlopen: wrong ELF class, invalid ELF header
     # NCCL's communicator lines, also without the host:pid prefix: that NCCL ran, its nNodes
     b"Init COMPLETE",
     b"nNodes",

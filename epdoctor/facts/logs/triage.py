@@ -25,13 +25,18 @@ import re
 import sys
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 from epdoctor import knowledge
 from epdoctor.facts.logs.prefix import Parsed
 
 if sys.version_info >= (3, 11):
+    import re._parser as _sre_parser
+
     import tomllib
 else:  # pragma: no cover
+    import sre_parse as _sre_parser
+
     import tomli as tomllib
 
 # roles
@@ -149,6 +154,62 @@ def hints_in(text: str) -> list[str]:
     if _HINT_ANY is None or _HINT_ANY.search(text) is None:
         return []
     return [code for code, rx in _HINTS if rx.search(text)]
+
+
+def mandatory_literal(pattern: str) -> str:
+    """The longest run of plain characters every match of the pattern contains ("" if none).
+
+    The scanner hands over only lines that hold an anchor; a rule's lines are seen when its
+    pattern's mandatory literal (or a part of it) is one. Alternatives, classes and optional
+    parts end a run; groups that must match are read through.
+    """
+    try:
+        tree = _sre_parser.parse(pattern)
+    except re.error:
+        return ""
+    best = ""
+    run = ""
+
+    def walk(items: Any) -> None:
+        nonlocal best, run
+        for op, av in items:
+            name = str(op)
+            if name == "LITERAL":
+                run += chr(av)
+                continue
+            if name == "SUBPATTERN":
+                walk(av[-1])
+                continue
+            if name == "AT":
+                continue
+            if len(run) > len(best):
+                best = run
+            run = ""
+
+    walk(tree)
+    return best if len(best) >= len(run) else run
+
+
+def rule_anchors(existing: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    """Anchors for the rules' lines that no anchor of ``existing`` already finds: the mandatory
+    literal of each pattern, in each case it can appear in (a discriminator's hint lines are
+    read where the scanner hands them over, and never make a line a candidate)."""
+    pats: list[str] = [p for r in knowledge.log_rules() for p in r.patterns]
+    out: dict[bytes, None] = {}
+    for p in pats:
+        lit = mandatory_literal(p)
+        if len(lit.strip()) < 8:
+            # a short word ("time", "fabric") would hand over ordinary lines by the thousand
+            # (NCCL's channel lines say "Libfabric"); those patterns also hold a word of the
+            # lexicon ("failed", "error"), which finds them
+            continue
+        caseless = p.startswith("(?i") or "(?i" in p[:12]
+        forms = {lit, lit.lower(), lit.upper(), lit[:1].upper() + lit[1:]} if caseless else {lit}
+        for form in forms:
+            b = form.encode("utf-8", "replace")[:40]
+            if not any(a in b for a in existing) and not any(a in b for a in out):
+                out[b] = None
+    return tuple(out)
 
 
 def subsystem_of(text: str) -> str:
