@@ -103,6 +103,43 @@ def _f(code: str, status: Status, title: str | None, evidence: Iterable[str]) ->
 
 
 # --- network -------------------------------------------------------------------------------
+# One verdict on which network a rank used, for `epdoctor logs`, diagnose --log, the launch
+# gates (launch/gates.network_gate) and the panes' colours (reports/launch_panes.style_of).
+def why_not_efa(r: RankFacts) -> str:
+    """Why a rank is not on EFA (efa provider, efa-direct fabric, the OFI network), in words."""
+    if r.provider:
+        prov, fabric, n = r.provider
+        if prov != "efa":
+            return f"provider {r.provider_text}: not EFA"
+        if fabric not in ("efa-direct", ""):
+            return f"provider efa but fabric {fabric} (found {n} nics): not efa-direct"
+    if r.network and r.network not in sig.NET_NAMES_OFI:
+        return f"NCCL used network {r.network}" + (
+            f" after: {r.net_failures[0]}" if r.net_failures else ""
+        )
+    if r.net_failures:
+        return r.net_failures[0]
+    return "no `Selected provider is efa, fabric is efa-direct` line"
+
+
+def short_of_nics(ranks: Iterable[RankFacts], nics: int | None) -> list[RankFacts]:
+    """Ranks on the efa provider that found fewer NICs than the instance has."""
+    if not nics:
+        return []
+    return [r for r in ranks if r.provider and r.provider[0] == "efa" and 0 <= r.provider[2] < nics]
+
+
+def line_network(text: str) -> Status | None:
+    """The network verdict one NCCL line carries by itself: the provider banner or the network
+    NCCL chose (PASS on EFA, FAIL off it), None for any other line."""
+    if "rovider is " in text and (m := sig.OFI_PROVIDER.search(text)):
+        efa = m["prov"].strip() == "efa" and (m["fab"] or "efa-direct") == "efa-direct"
+        return Status.PASS if efa else Status.FAIL
+    if "Using network " in text and (m := sig.USING_NETWORK.search(text)):
+        return Status.PASS if m["net"] in sig.NET_NAMES_OFI else Status.FAIL
+    return None
+
+
 @detector("T701", "T702", "T206", "F201", "F202", domain="logs")
 def network_findings(
     facts: LogFacts, exp: Expect, final: bool, tri: incidents.Triage | None = None
@@ -158,11 +195,7 @@ def network_findings(
         yield f"T701:{kind}:{what}", _f("T701", status, title, ev)
     # fewer NICs than the instance has
     if exp.nics:
-        short = [
-            r
-            for r in ranks
-            if r.provider and r.provider[0] == "efa" and 0 <= r.provider[2] < exp.nics
-        ]
+        short = short_of_nics(ranks, exp.nics)
         if short:
             counts = sorted({r.provider[2] for r in short if r.provider})
             yield (

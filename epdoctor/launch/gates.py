@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from epdoctor import knowledge
+from epdoctor.checks.logs import short_of_nics, why_not_efa
 from epdoctor.checks.registry import detector
 from epdoctor.facts.logs.model import RankFacts
-from epdoctor.facts.logs.signatures import NET_NAMES_OFI
 from epdoctor.model import Finding, Status
 
 RESULT_MARKER = "EPDOCTOR_KERNEL_TEST"
@@ -329,11 +329,11 @@ def network_gate(ranks: Sequence[RankFacts], expected_ranks: int, exp: NetworkEx
     wrong_count: list[str] = []
     for r in ranks:
         if r.on_efa() is not True:
-            bad.append(f"{r.key}: {_why_not_efa(r)}")
-        elif exp.efa_count is not None and r.provider is not None:
-            n = r.provider[2]
-            if n >= 0 and n != exp.efa_count:
-                wrong_count.append(f"{r.key}: found {n} nics, the instance has {exp.efa_count}")
+            bad.append(f"{r.key}: {why_not_efa(r)}")
+        elif r in short_of_nics([r], exp.efa_count) and r.provider is not None:
+            wrong_count.append(
+                f"{r.key}: found {r.provider[2]} nics, the instance has {exp.efa_count}"
+            )
     if short:
         bad.append(
             f"only {seen} of {expected_ranks} ranks logged NCCL lines: "
@@ -370,22 +370,6 @@ def network_gate(ranks: Sequence[RankFacts], expected_ranks: int, exp: NetworkEx
 def _peers(r: RankFacts) -> list[str]:
     """The transports its channel lines name (P2P, SHM, NET/...); none when not read."""
     return sorted(r.transports or ())
-
-
-def _why_not_efa(r: RankFacts) -> str:
-    if r.provider:
-        prov, fabric, n = r.provider
-        if prov != "efa":
-            return f"provider {r.provider_text}: not EFA"
-        if fabric != "efa-direct":
-            return f"provider efa but fabric {fabric} (found {n} nics): not efa-direct"
-    if r.network and r.network not in NET_NAMES_OFI:
-        return f"NCCL used network {r.network}" + (
-            f" after: {r.net_failures[0]}" if r.net_failures else ""
-        )
-    if r.net_failures:
-        return r.net_failures[0]
-    return "no `Selected provider is efa, fabric is efa-direct` line"
 
 
 def _ranges(nums: Sequence[int]) -> str:

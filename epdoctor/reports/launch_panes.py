@@ -8,34 +8,45 @@ own widgets and colours their lines with the same ``style_of``.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import deque
 from dataclasses import dataclass, field
 
-# Signatures worth a colour: provider/network decisions, warnings, failures, results.
-HIGHLIGHTS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"fabric is efa-direct|Using network (?:AWS )?Libfabric"), "bold green"),
-    (
-        re.compile(r"Using network Socket|provider is tcp|ofi_rxm|NET/IB : No device found"),
-        "bold yellow",
-    ),
-    (
-        re.compile(
-            r"NCCL WARN|Traceback|Error|error:|Segmentation fault|illegal memory access|"
-            r"NCCL GIN is unavailable|429"
-        ),
-        "bold red",
-    ),
+from epdoctor.checks.logs import line_network
+from epdoctor.facts.logs import triage
+from epdoctor.facts.logs.prefix import parse_line
+from epdoctor.facts.logs.scanner import has_anchor
+from epdoctor.model import Status
+
+# A line's colour is the log analyzer's verdict on it: the network banner by the one network
+# verdict (checks/logs.line_network), any other line by the one log table (facts/logs/triage:
+# the catalogue's [[log]] rules and the lexicon), so a pane shows red exactly what `epdoctor
+# logs` would call a failure. The kernel test's own result lines keep their colours.
+_KERNEL = (
     (re.compile(r"EPDOCTOR_KERNEL_TEST .*\"numerics\": \"pass\""), "green"),
     (re.compile(r"EPDOCTOR_KERNEL_TEST .*\"numerics\": \"fail\""), "bold red"),
 )
+_NETWORK = {Status.PASS: "bold green", Status.FAIL: "bold yellow"}
+_LEVEL = {triage.ERROR: "bold red", triage.WARNING: "bold yellow", triage.NOTE: "dim"}
 
 
+@functools.lru_cache(maxsize=4096)
 def style_of(line: str) -> str | None:
-    for pat, style in HIGHLIGHTS:
-        if pat.search(line):
-            return style
-    return None
+    """The style of one pane line, None for a plain one (most lines: no anchor, no verdict)."""
+    if "EPDOCTOR_KERNEL_TEST" in line:
+        for pat, style in _KERNEL:
+            if pat.search(line):
+                return style
+    net = line_network(line)
+    if net is not None:
+        return _NETWORK.get(net)
+    if not has_anchor(line.encode("utf-8", "replace")):
+        return None
+    v = triage.classify(parse_line(line))
+    if v is None or not v.is_trouble:
+        return None
+    return _LEVEL.get(v.level)
 
 
 @dataclass

@@ -192,6 +192,14 @@ def _collect(
     return out, newlines
 
 
+def has_anchor(line: bytes) -> bool:
+    """One line holds an anchor: the analyzer would read it (a pane's colour asks first)."""
+    rx = _matcher(ANCHORS)
+    if rx is not None:
+        return rx.search(line) is not None  # type: ignore[attr-defined]
+    return any(a in line for a in ANCHORS)
+
+
 class Feeder:
     """Incremental: bytes in, candidate lines out, partial lines carried over.
 

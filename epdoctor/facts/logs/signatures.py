@@ -100,7 +100,7 @@ NCCL_VERSION = re.compile(
 COMM_RANKS = re.compile(r"\bn[Rr]anks (?P<n>\d+)")
 COMM_NODES = re.compile(r"\bnNodes (?P<n>\d+)")
 ENV_SET = re.compile(r"^(?P<k>[A-Z][A-Z0-9_]+) set by environment to (?P<v>.*?)\.?$")
-USING_NETWORK = re.compile(r"^Using network (?P<net>.+?)\s*$")
+USING_NETWORK = re.compile(r"(?:^|NCCL INFO )Using network (?P<net>.+?)\s*$")
 NET_LOADED = re.compile(r"^NET/Plugin: Loaded net plugin (?P<name>.+?) \((?P<ver>v\d+)\)")
 NET_EXTERNAL_OK = re.compile(r"^Successfully loaded external (?:network )?plugin (?P<path>\S+)")
 # the plugin itself is absent, in the wordings of NCCL 2.4-2.11 ("No plugin found (%s), using
