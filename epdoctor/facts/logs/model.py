@@ -14,6 +14,7 @@ flag ``transports`` stays ``None``: not read, which is not "no peer".
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,11 @@ MAX_EVENTS_PER_KIND = 64
 MAX_TROUBLES_PER_RANK = 400  # trouble lines kept per rank (more are counted)
 MAX_TROUBLES = 20_000
 CONTEXT_KINDS = ("deepep_v2_context", "vllm_engine_config", "torchrun_exitcode")
+# NCCL's "comm %p rank %d nRanks %d nNodes %d ..." line (init.cc), read without decoding it
+_COMM_FAST = re.compile(
+    rb"(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO comm \S+ rank \d+ "
+    rb"nRanks (?P<n>\d+) nNodes (?P<nn>\d+) "
+)
 
 
 @dataclass(frozen=True)
@@ -209,6 +215,8 @@ class LogFacts:
     def add(self, source: str, line_no: int, raw: bytes) -> list[Event]:
         """One candidate line; returns the events it raised. Never raises on odd bytes."""
         self.candidates += 1
+        if b" nNodes " in raw and self._known_comm(raw):
+            return []
         # the one place a log line enters the facts: secrets never get further than this
         text = redact_text(raw[:65536].decode("utf-8", "replace"))
         p = parse_line(text)
@@ -216,10 +224,13 @@ class LogFacts:
             return []
         rank = self._rank_for(p, source, line_no)
         shown = p.text if len(p.text) <= MAX_TEXT else p.text[:MAX_TEXT] + "..."
+        fact = False
         if rank is not None and p.nccl:
             rank.nccl = True
-            self._nccl_facts(rank, p, source, line_no, shown)
+            fact = self._nccl_facts(rank, p, source, line_no, shown)
         key = rank.key if rank is not None else f"source:{source}"
+        if fact:  # an NCCL INFO line that only states a fact (a communicator's size)
+            return []
         for code in triage.hints_in(p.text):
             seen = self.hints.setdefault(code, [])
             if len(seen) < 3:
@@ -230,6 +241,17 @@ class LogFacts:
         events = self._events(p, key, source, line_no, shown, v)
         self._triage(key, source, line_no, shown, events, v)
         return events
+
+    def _known_comm(self, raw: bytes) -> bool:
+        """A communicator line of a rank whose size is already known: nothing new (a job that
+        creates communicators by the thousand prints one per communicator and rank)."""
+        m = _COMM_FAST.search(raw)
+        if m is None:
+            return False
+        r = self.ranks.get(f"{m['host'].decode('ascii', 'replace')}:{int(m['pid'])}")
+        if r is None or r.comm_nranks is None or r.comm_nnodes is None:
+            return False
+        return r.comm_nranks >= int(m["n"]) and r.comm_nnodes >= int(m["nn"])
 
     def _triage(
         self,
@@ -307,7 +329,9 @@ class LogFacts:
             return r
         return None
 
-    def _nccl_facts(self, r: RankFacts, p: Parsed, source: str, line_no: int, shown: str) -> None:
+    def _nccl_facts(self, r: RankFacts, p: Parsed, source: str, line_no: int, shown: str) -> bool:
+        """Read the line's facts into the rank; True when the line says nothing else (it need
+        not be judged for trouble: NCCL's communicator lines, the bulk of a long INFO log)."""
         msg = p.msg
         ev = f"{source}:{line_no}: {shown}" if source else f"line {line_no}: {shown}"
         if p.level == "WARN":
@@ -318,7 +342,7 @@ class LogFacts:
             kind = sig.transport_kind(m["via"])
             r.transports.add(kind)
             r.evidence.setdefault(f"transport:{kind}", ev)
-            return  # a channel line says nothing else
+            return True  # a channel line says nothing else
         if "anks " in msg and (m := sig.COMM_RANKS.search(msg)):
             n = int(m["n"])
             if r.comm_nranks is None or n > r.comm_nranks:
@@ -327,7 +351,7 @@ class LogFacts:
             if mn := sig.COMM_NODES.search(msg):
                 r.comm_nnodes = max(r.comm_nnodes or 0, int(mn["n"]))
                 r.evidence["comm"] = ev
-            return
+            return p.level == "INFO" and "ailed" not in msg and "rror" not in msg
         if m := sig.NCCL_VERSION.match(msg):
             if r.nccl_version is None:
                 r.nccl_version = m["v"]
@@ -394,6 +418,7 @@ class LogFacts:
             r.evidence["gdaki_context"] = ev
         if sig.GDRCOPY_MSG.search(msg) and len(r.gdrcopy) < MAX_PER_RANK:
             r.gdrcopy.append(msg[:MAX_TEXT])
+        return False
 
     def _events(
         self, p: Parsed, key: str, source: str, line_no: int, shown: str, v: triage.Verdict | None

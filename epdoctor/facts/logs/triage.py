@@ -30,6 +30,11 @@ from typing import Any
 from epdoctor import knowledge
 from epdoctor.facts.logs.prefix import Parsed
 
+try:  # RE2: one linear pass over a line for every rule at once (google-re2, a dependency)
+    import re2 as _re2
+except ImportError:  # pragma: no cover - a checkout on a node without it tries each rule
+    _re2 = None
+
 if sys.version_info >= (3, 11):
     import re._parser as _sre_parser
 
@@ -112,13 +117,88 @@ def _lexicon() -> dict[str, object]:
     return tomllib.loads(text)
 
 
+def _loosened(pattern: str) -> str:
+    """The pattern without lookarounds and ``^`` anchors, for a prefilter: it matches every line
+    the pattern matches (and maybe more), and RE2 can compile it."""
+    out: list[str] = []
+    i, n, cls = 0, len(pattern), False
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if cls:
+            cls = c != "]"
+            out.append(c)
+            i += 1
+            continue
+        if c == "[":
+            cls = True
+            out.append(c)
+            if pattern[i + 1 : i + 2] == "^":
+                out.append("^")
+                i += 1
+            if pattern[i + 1 : i + 2] == "]":
+                out.append("]")
+                i += 1
+            i += 1
+            continue
+        if c == "^":
+            i += 1
+            continue
+        if pattern.startswith(("(?!", "(?=", "(?<!", "(?<="), i):
+            depth, j = 0, i
+            while j < n:
+                if pattern[j] == "\\":
+                    j += 2
+                    continue
+                if pattern[j] == "(":
+                    depth += 1
+                elif pattern[j] == ")":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                j += 1
+            i = j + 1
+            continue
+        out.append(c)
+        i += 1
+    # a bounded repetition ({0,200}) multiplies a DFA's states: unbounded is a superset
+    loose = re.sub(r"\{(\d*),\d+\}", lambda m: "+" if m[1] and int(m[1]) > 0 else "*", "".join(out))
+    return loose.replace("\\Z", "$")
+
+
+class Prefilter:
+    """Does a line hold a match of any of these patterns? One RE2 pass (linear in the line,
+    whatever the number of patterns) where RE2 is installed, else None: the caller tries each."""
+
+    def __init__(self, patterns: list[str]) -> None:
+        self._rx = None
+        if _re2 is None or not patterns:
+            return
+        try:
+            opts = _re2.Options()
+            opts.max_mem = 64 << 20  # the DFA of one alternation of every rule
+            self._rx = _re2.compile("|".join(_scoped(_loosened(p)) for p in patterns), opts)
+        except Exception:  # a pattern RE2 cannot read: no prefilter, every rule is tried
+            self._rx = None
+
+    def miss(self, text: str) -> bool:
+        """True when no pattern can match: the rules need not be tried."""
+        return self._rx is not None and self._rx.search(text) is None
+
+
 _LEX = _lexicon()
 # rules judged one finding per rule or in code (the event table) come first and are read on
 # every line, benign or not; the incident rules after the benign list
 ALL_RULES: tuple[Rule, ...] = _rules()
 EVENT_RULES: tuple[Rule, ...] = tuple(r for r in ALL_RULES if r.per != "incident")
 RULES: tuple[Rule, ...] = tuple(r for r in ALL_RULES if r.per == "incident")
+# most candidate lines match no rule: one pass says so before the rules are tried one by one
+_ANY_RULE = Prefilter([p for r in knowledge.log_rules() for p in r.patterns])
 BENIGN_PATTERNS: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in _LEX["benign"])  # type: ignore[union-attr]
+_ANY_BENIGN = Prefilter(list(_LEX["benign"]))  # type: ignore[arg-type]
 _FATAL = re.compile("|".join(_scoped(p) for p in _LEX["fatal"]), re.IGNORECASE)  # type: ignore[arg-type]
 _TROUBLE = re.compile("|".join(_scoped(p) for p in _LEX["trouble"]), re.IGNORECASE)  # type: ignore[arg-type]
 _NOTICE = re.compile("|".join(_scoped(p) for p in _LEX["notice"]), re.IGNORECASE)  # type: ignore[arg-type]
@@ -134,15 +214,16 @@ _QUIET_LEVEL = re.compile(
 )
 
 
-def _hints() -> tuple[re.Pattern[str] | None, tuple[tuple[str, re.Pattern[str]], ...]]:
+def _hints() -> tuple[Prefilter, tuple[tuple[str, re.Pattern[str]], ...]]:
     """The traps' [discriminator] log patterns: one alternation that finds whether a line holds
     any (most lines hold none), and one pattern per trap that says whose they are."""
     per: list[tuple[str, re.Pattern[str]]] = []
     for t in knowledge.all_traps():
         if t.discriminator is not None and t.discriminator.log:
             per.append((t.code, _compile(t.discriminator.log)))
-    anyof = re.compile("|".join(f"(?:{rx.pattern})" for _, rx in per)) if per else None
-    return anyof, tuple(per)
+    return Prefilter(
+        [p for t in knowledge.all_traps() if t.discriminator for p in t.discriminator.log]
+    ), tuple(per)
 
 
 _HINT_ANY, _HINTS = _hints()
@@ -151,7 +232,7 @@ _HINT_ANY, _HINTS = _hints()
 def hints_in(text: str) -> list[str]:
     """The traps whose discriminator's log patterns this line holds (evidence for one cause
     over another where a line fits several)."""
-    if _HINT_ANY is None or _HINT_ANY.search(text) is None:
+    if not _HINTS or _HINT_ANY.miss(text):
         return []
     return [code for code, rx in _HINTS if rx.search(text)]
 
@@ -262,7 +343,8 @@ _OFI = re.compile(r"NET/OFI|aws-ofi-nccl|ofi-nccl|OFI ")
 
 def classify(p: Parsed) -> Verdict | None:
     """The verdict on one line, or None when it is not trouble (most lines)."""
-    ev = event_rule(p.msg if p.nccl else p.text)
+    ruled = not _ANY_RULE.miss(p.text)
+    ev = event_rule(p.msg if p.nccl else p.text) if ruled else None
     if ev is not None:
         level = ERROR if (p.nccl and p.level == "WARN" and ev.role == CAUSE) else ev.level
         return Verdict(ev.role, level, ev.subsystem, ev.code, ev.what, ev.id, ev.id)
@@ -275,13 +357,14 @@ def classify(p: Parsed) -> Verdict | None:
         return Verdict(TRAIL, ERROR, "nccl", "N204", "NCCL returned an error")
     if _TORCH_LAST.match(stripped) or _PY_EXC_TRAIL.match(stripped):
         return Verdict(TRAIL, ERROR, "nccl" if p.nccl else "python")
-    for rx in BENIGN_PATTERNS:
-        if rx.search(hay):
-            return Verdict(BENIGN, WARNING, _subsystem(p, hay))
+    if not _ANY_BENIGN.miss(p.text):
+        for rx in BENIGN_PATTERNS:
+            if rx.search(hay):
+                return Verdict(BENIGN, WARNING, _subsystem(p, hay))
     lf = _LIBFABRIC.search(hay)
     if lf is not None and lf["level"] not in ("warn", "error"):
         return None  # libfabric's info/debug lines
-    for r in RULES:
+    for r in RULES if ruled else ():
         if r.rx.search(hay):
             level = r.level
             if p.nccl and p.level == "WARN" and r.role == CAUSE:
