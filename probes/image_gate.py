@@ -200,15 +200,20 @@ def plugin_checks(x):
         return []
     if not os.path.exists(path):
         return [check("N101", FAIL, "the GIN plugin the plan names is not in the image", path)]
+    out = []
     try:
         syms = elf_dynsyms(path)
+        gin = sorted(s for s in syms if s.startswith("ncclGinPlugin_v"))
+        out.append(check("N102", PASS if symbol in syms else FAIL,
+                         ("the plugin exports %s" if symbol in syms
+                          else "the plugin does not export %s") % symbol,
+                         path, "GIN tables: " + (", ".join(gin) or "none")))
+    except (OSError, ValueError, struct.error, IndexError) as exc:
+        out.append(check("N102", UNKNOWN, "cannot read the plugin's symbols", path, str(exc)))
+    try:
         no_gdr = scan(path, GDR_MISSING)
-    except (OSError, ValueError, struct.error) as exc:
-        return [check("N102", UNKNOWN, "cannot read %s" % path, str(exc))]
-    gin = sorted(s for s in syms if s.startswith("ncclGinPlugin_v"))
-    out = [check("N102", PASS if symbol in syms else FAIL,
-                 ("the plugin exports %s" if symbol in syms else "the plugin does not export %s")
-                 % symbol, path, "GIN tables: " + (", ".join(gin) or "none"))]
+    except (OSError, ValueError) as exc:
+        return out + [check("N103", UNKNOWN, "cannot read %s" % path, str(exc))]
     out.append(check("N103", FAIL if no_gdr else PASS,
                      "the plugin was built without GDRCopy" if no_gdr
                      else "the plugin was built with GDRCopy", path))

@@ -97,7 +97,7 @@ def build_deepep_script() -> str:
             '  echo "deep_ep already built"; exit 0',
             "fi",
             "# The torch cu130 ABI needs a CUDA 13 toolkit; ninja device-links the extension.",
-            '/usr/local/cuda/bin/nvcc --version | grep -q "release 13" '
+            '/usr/local/cuda/bin/nvcc --version | grep -c "release 13" >/dev/null '
             '|| { echo "FATAL: /usr/local/cuda is not CUDA 13" >&2; exit 3; }',
             'python3 -c "import ninja" || { echo "FATAL: ninja missing from the image" >&2; exit 3; }',
             "# nvidia.nvshmem is a namespace package: find its lib dir through find_spec; the",

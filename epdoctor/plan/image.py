@@ -105,8 +105,7 @@ def _vllm_layers(plan: Plan) -> list[str]:
         "# torch cu130 pinned: DeepEP's in-pod build links this exact ABI; ninja is baked so",
         "# the first boot needs no package index.",
         'RUN python3 -m pip install --no-cache-dir --index-url "${TORCH_INDEX}" "${TORCH_SPEC}" \\',
-        '    && python3 -m pip install --no-cache-dir "nvidia-nccl-cu13==${NCCL_VERSION}" '
-        '"nvidia-nvshmem-cu13==${NVSHMEM_VERSION}" "ninja==${NINJA_VERSION}"',
+        '    && python3 -m pip install --no-cache-dir "ninja==${NINJA_VERSION}"',
         "",
         f"# vLLM {plan.vllm_pin} (E503) by full commit: the per-commit index lists the wheel as",
         "# ../../<sha>/<file>, served at https://wheels.vllm.ai/<sha>/<file> (B414).",
@@ -174,7 +173,7 @@ def _repin(plan: Plan) -> list[str]:
         ),
         "    && ldconfig \\",
         "    && ldconfig -p | awk '$1 == \"libnccl.so.2\" && !f {print $NF; f = 1}' "
-        "| grep -qF \"$NCCL_ROOT/lib\" \\",
+        "| grep -cF \"$NCCL_ROOT/lib\" \\",
         '    && grep -q -a "NCCL version ${NCCL_VERSION}" "$NCCL_ROOT/lib/libnccl.so.2" \\',
         '    && nm -D --defined-only "$NCCL_ROOT/lib/libnccl.so.2" | grep -c ncclGetLsaDevicePointer',
     ]
