@@ -65,8 +65,7 @@ def run_py(python, code, timeout=180):
     try:
         p = subprocess.run(
             [python, "-c", code],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            capture_output=True,
             timeout=timeout,
             env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"),
         )
@@ -176,7 +175,7 @@ def nccl_checks(x, python):
         version = scan(lib, NCCL_VERSION_RX)
         syms = elf_dynsyms(lib)
     except (OSError, ValueError, struct.error) as exc:
-        return out_checks + [check(code, UNKNOWN, "cannot read %s" % lib, str(exc))]
+        return [*out_checks, check(code, UNKNOWN, "cannot read %s" % lib, str(exc))]
     missing = [s for s in NCCL_GIN_SYMBOLS if s not in syms]
     ev = "loaded: %s (NCCL %s)" % (lib, version or "version string not found")
     if version is None:
@@ -213,7 +212,7 @@ def plugin_checks(x):
     try:
         no_gdr = scan(path, GDR_MISSING)
     except (OSError, ValueError) as exc:
-        return out + [check("N103", UNKNOWN, "cannot read %s" % path, str(exc))]
+        return [*out, check("N103", UNKNOWN, "cannot read %s" % path, str(exc))]
     out.append(check("N103", FAIL if no_gdr else PASS,
                      "the plugin was built without GDRCopy" if no_gdr
                      else "the plugin was built with GDRCopy", path))
@@ -298,7 +297,7 @@ def trtllm_checks(x, python, stage):
                      "nccl4py ships libnccl_ep" if lib else "nccl4py without libnccl_ep",
                      lib or t["nccl_ep_lib"]))
     if stage == "pod":
-        rc, o, err = run_py(python, "import nccl.ep\nimport %s\nprint('ok')" % t["factory_module"])
+        rc, _o, err = run_py(python, "import nccl.ep\nimport %s\nprint('ok')" % t["factory_module"])
         out.append(check("E101", PASS if rc == 0 else FAIL,
                          "the NcclEP factory and nccl.ep import" if rc == 0
                          else "the NcclEP factory or nccl.ep does not import", last_line(err)))

@@ -35,8 +35,10 @@ def _plan(tmp_path, capsys, key):
 
 
 def _container(files):
-    manifest = next(v for k, v in files.items() if k.startswith("kubernetes/") and k.endswith(".yaml"))
-    sts = [d for d in yaml.safe_load_all(manifest) if d and d["kind"] == "StatefulSet"][0]
+    manifest = next(
+        v for k, v in files.items() if k.startswith("kubernetes/") and k.endswith(".yaml")
+    )
+    sts = next(d for d in yaml.safe_load_all(manifest) if d and d["kind"] == "StatefulSet")
     return sts["spec"]["template"]["spec"]["containers"][0]
 
 
@@ -49,7 +51,7 @@ def test_deepep_systems_build_deepep_in_the_pod_and_gate_the_image(tmp_path, cap
     assert set(shas) == {"VLLM_SHA", "DEEPEP_COMMIT", "GDRCOPY_COMMIT"}
     assert all(len(v) == 40 for v in shas.values()), shas
     # the vLLM wheel from the per-commit index, served at <full sha>/<file> (no /vllm/ folder)
-    assert 'https://wheels.vllm.ai/${VLLM_SHA}/vllm/' in docker
+    assert "https://wheels.vllm.ai/${VLLM_SHA}/vllm/" in docker
     assert '"https://wheels.vllm.ai/${VLLM_SHA}/$(basename "$href")"' in docker
     # torch cu130 pinned and asserted after the last pip layer
     assert "ARG TORCH_SPEC=torch==2.11.0" in docker and "whl/cu130" in docker
@@ -65,9 +67,10 @@ def test_deepep_systems_build_deepep_in_the_pod_and_gate_the_image(tmp_path, cap
     # the nvshmem wheel's lib in the ldconfig cache (instead of a per-shell LD_LIBRARY_PATH)
     assert "01-pip-nvshmem.conf" in docker
     # the DeepEP build really runs: shipped in the image, run unconditionally at first boot
-    assert "image/build_deepep.sh" in files and "python3 setup.py build_ext --inplace" in files[
-        "image/build_deepep.sh"
-    ]
+    assert (
+        "image/build_deepep.sh" in files
+        and "python3 setup.py build_ext --inplace" in files["image/build_deepep.sh"]
+    )
     assert "COPY image/ /opt/recipe/" in docker
     script = _container(files)["command"][2]
     assert "\n/opt/recipe/build_deepep.sh\n" in script and "if [ -x" not in script
@@ -89,7 +92,10 @@ def test_deepep_systems_build_deepep_in_the_pod_and_gate_the_image(tmp_path, cap
 def test_dynamo_installs_ai_dynamo_without_its_dependencies(tmp_path, capsys):
     _, files = _plan(tmp_path, capsys, "dynamo")
     docker = files["Dockerfile"]
-    assert "--no-deps \"ai-dynamo-runtime==${AI_DYNAMO_VERSION}\" \"ai-dynamo==${AI_DYNAMO_VERSION}\"" in docker
+    assert (
+        '--no-deps "ai-dynamo-runtime==${AI_DYNAMO_VERSION}" "ai-dynamo==${AI_DYNAMO_VERSION}"'
+        in docker
+    )
     assert "import dynamo.vllm.main, dynamo.frontend.main" in docker
     # the re-pin comes after the dynamo layer
     assert docker.index("ai-dynamo==") < docker.index("--force-reinstall")
@@ -108,7 +114,7 @@ def test_trtllm_selects_nccl_ep_ships_its_probe_and_wins_its_nccl(tmp_path, caps
     # the re-pinned NCCL wins over the NGC base's own: /usr/local/lib and ldconfig, by version
     assert 'ln -sf "$NCCL_ROOT/lib/libnccl.so.2" /usr/local/lib/libnccl.so.2' in docker
     assert 'grep -q -a "NCCL version ${NCCL_VERSION}"' in docker
-    assert 'nccl4py==${NCCL4PY_VERSION}' in docker and "ARG NCCL4PY_VERSION=0.3.1" in docker
+    assert "nccl4py==${NCCL4PY_VERSION}" in docker and "ARG NCCL4PY_VERSION=0.3.1" in docker
     expect = json.loads(files["image/image-gate.json"])
     assert expect["nccl"] == "2.30.4" and expect["nccl_code"] == "L505"
     assert _container(files)["securityContext"] == {"privileged": True}
@@ -133,9 +139,21 @@ def test_gpu_initiated_plan_explains_the_recipes_type_3_and_the_hw_counter(tmp_p
 @pytest.mark.parametrize(
     ("engine", "cmd", "want"),
     [
-        ("vllm", "vllm serve m --all2all-backend deepep_v2", "vllm serve m --all2all-backend naive"),
-        ("dynamo", "python3 -m dynamo.vllm --model m", "python3 -m dynamo.vllm --model m --all2all-backend naive"),
-        ("sglang", "python3 -m sglang.launch_server --moe-a2a-backend deepep", "python3 -m sglang.launch_server --moe-a2a-backend naive"),
+        (
+            "vllm",
+            "vllm serve m --all2all-backend deepep_v2",
+            "vllm serve m --all2all-backend naive",
+        ),
+        (
+            "dynamo",
+            "python3 -m dynamo.vllm --model m",
+            "python3 -m dynamo.vllm --model m --all2all-backend naive",
+        ),
+        (
+            "sglang",
+            "python3 -m sglang.launch_server --moe-a2a-backend deepep",
+            "python3 -m sglang.launch_server --moe-a2a-backend naive",
+        ),
         ("tensorrt-llm", "trtllm-serve m", "export TRTLLM_FORCE_COMM_METHOD=naive; trtllm-serve m"),
     ],
 )

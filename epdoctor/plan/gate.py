@@ -61,7 +61,10 @@ def expectations(plan: Plan) -> dict[str, Any]:
         versions.append(["torch", stack.image_pin("torch"), "B416", "equals"])
     if engine == "dynamo":
         dyn = pin(plan, "ai-dynamo, ai-dynamo-runtime")
-        versions += [["ai-dynamo", dyn, "B416", "equals"], ["ai-dynamo-runtime", dyn, "B416", "equals"]]
+        versions += [
+            ["ai-dynamo", dyn, "B416", "equals"],
+            ["ai-dynamo-runtime", dyn, "B416", "equals"],
+        ]
     if engine == "tensorrt-llm":
         x["trtllm"] = {
             "factory_module": TRTLLM_FACTORY,
@@ -102,7 +105,7 @@ def build_deepep_script() -> str:
             'python3 -c "import ninja" || { echo "FATAL: ninja missing from the image" >&2; exit 3; }',
             "# nvidia.nvshmem is a namespace package: find its lib dir through find_spec; the",
             "# fork's setup.py links the wheel's versioned libnvshmem_host.so.3 from there.",
-            'NVSHMEM_LIB="$(python3 -c \'import importlib.util, os; '
+            "NVSHMEM_LIB=\"$(python3 -c 'import importlib.util, os; "
             's = importlib.util.find_spec("nvidia.nvshmem"); '
             'print(os.path.join(s.submodule_search_locations[0], "lib"))\')"',
             'ls "$NVSHMEM_LIB"/libnvshmem_host.so.* >/dev/null '
@@ -117,7 +120,7 @@ def build_deepep_script() -> str:
             "  python3 setup.py build_ext --inplace > /tmp/deepep-build.log 2>&1 \\",
             '  || { echo "FATAL: DeepEP build failed; full log: /tmp/deepep-build.log" >&2; exit 5; }',
             "# Register the source tree on sys.path (pip -e would rebuild in an isolated env).",
-            'SITE="$(python3 -c \'import site; print(site.getsitepackages()[0])\')"',
+            "SITE=\"$(python3 -c 'import site; print(site.getsitepackages()[0])')\"",
             'echo "$DEEPEP_DIR" > "$SITE/deep_ep_src.pth"',
             'LD_LIBRARY_PATH="$NVSHMEM_LIB:${LD_LIBRARY_PATH:-}" python3 -c '
             "\"import deep_ep; assert hasattr(deep_ep, 'ElasticBuffer'); print('ElasticBuffer: OK')\"",

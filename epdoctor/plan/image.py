@@ -83,8 +83,7 @@ def _efa(plan: Plan) -> list[str]:
             f"# Fail the build when the bundled plugin has no {symbol} (GIN type {plan.gin_type}, N102)",
             "# or was compiled without GDRCopy (N103): GIN then fails at serve with ginType NONE.",
             f"RUN nm -D --defined-only {gate.PLUGIN} | grep -c {symbol} \\",
-            "    && ! grep -q -a 'GDRCopy support not available at compile time' "
-            f"{gate.PLUGIN}",
+            f"    && ! grep -q -a 'GDRCopy support not available at compile time' {gate.PLUGIN}",
         ]
     return out
 
@@ -110,7 +109,7 @@ def _vllm_layers(plan: Plan) -> list[str]:
         f"# vLLM {plan.vllm_pin} (E503) by full commit: the per-commit index lists the wheel as",
         "# ../../<sha>/<file>, served at https://wheels.vllm.ai/<sha>/<file> (B414).",
         'RUN href="$(curl -fsSL "https://wheels.vllm.ai/${VLLM_SHA}/vllm/" '
-        "| grep -oE 'href=\"[^\"]*manylinux[^\"]*x86_64[.]whl\"' | head -1 | cut -d'\"' -f2 || true)\" \\",
+        '| grep -oE \'href="[^"]*manylinux[^"]*x86_64[.]whl"\' | head -1 | cut -d\'"\' -f2 || true)" \\',
         '    && if [ -z "$href" ]; then echo "FATAL: no x86_64 vLLM wheel indexed for ${VLLM_SHA}" >&2; exit 1; fi \\',
         '    && python3 -m pip install --no-cache-dir "https://wheels.vllm.ai/${VLLM_SHA}/$(basename "$href")"',
     ]
@@ -173,7 +172,7 @@ def _repin(plan: Plan) -> list[str]:
         ),
         "    && ldconfig \\",
         "    && ldconfig -p | awk '$1 == \"libnccl.so.2\" && !f {print $NF; f = 1}' "
-        "| grep -cF \"$NCCL_ROOT/lib\" \\",
+        '| grep -cF "$NCCL_ROOT/lib" \\',
         '    && grep -q -a "NCCL version ${NCCL_VERSION}" "$NCCL_ROOT/lib/libnccl.so.2" \\',
         '    && nm -D --defined-only "$NCCL_ROOT/lib/libnccl.so.2" | grep -c ncclGetLsaDevicePointer',
     ]
@@ -227,12 +226,13 @@ def dockerfile(plan: Plan) -> str:
     out += [
         f"# The plan's own files: the image gate and its expectations{_extra_files(plan)}.",
         f"COPY image/ {gate.RECIPE_DIR}/",
-        "RUN chmod 755 " + " ".join(
+        "RUN chmod 755 "
+        + " ".join(
             f"{gate.RECIPE_DIR}/{name.split('/', 1)[1]}"
             for name in sorted(gate.image_files(plan))
             if name.endswith((".sh", ".py"))
         ),
-        "# The image gate, last: the NCCL that wins, the plugin, the DeepEP fork, the engine pins.",
+        "# The image gate, last: a wrong image fails its build here.",
         f"RUN {gate.gate_command('build')}",
     ]
     return "\n".join(out) + "\n"

@@ -200,9 +200,8 @@ def render(plan: Plan, directory: str | Path, force: bool = False) -> list[str]:
 
 def plan_json(plan: Plan) -> dict[str, object]:
     """plan.to_json() plus what the shared env checks say about its contract."""
-    from epdoctor.plan.verify import env_check
-
     from epdoctor.plan.contract import refused
+    from epdoctor.plan.verify import env_check
 
     data = plan.to_json()
     data["env_refused"] = refused(plan.input.engine)

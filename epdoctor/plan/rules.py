@@ -315,7 +315,9 @@ def vllm_pin_served(c: Ctx) -> Iterator[Reason]:
         )
 
 
-@detector("D405", "E404", "E406", "E701", "K205", "E408", "M702", "D803", "D804", "D805", domain="plan")
+@detector(
+    "D405", "E404", "E406", "E701", "K205", "E408", "M702", "D803", "D804", "D805", domain="plan"
+)
 def engine_notes(c: Ctx) -> Iterator[Reason]:
     """Known traps the plan's own output already avoids, named so they can be looked up."""
     if c.transport.key not in c.engine.transports:
