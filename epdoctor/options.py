@@ -488,8 +488,15 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     bn.add_argument(
         "--ab",
         metavar="BACKEND",
-        help="also serve with --all2all-backend BACKEND (e.g. allgather_reducescatter) "
-        "and run the same sweep: needs --cmd or a plan",
+        help="also serve every node with the engine's own backend switch set to BACKEND "
+        "(vLLM/Dynamo --all2all-backend, SGLang --moe-a2a-backend, TensorRT-LLM "
+        "TRTLLM_FORCE_COMM_METHOD) and run the same sweep: needs --cmd or a plan",
+    )
+    bn.add_argument(
+        "--ab-transport",
+        action="store_true",
+        help="also serve on the other GIN transport (CPU proxy <-> EFA-GDA) with the same "
+        "nodes, image and commands: an env flip only; needs a plan on NCCL >= 2.31.2",
     )
     bn.add_argument("--cmd", help="serve command for --ab (default: the plan's leader command)")
     bn.add_argument("--startup-budget", type=float, default=1800.0, metavar="S")

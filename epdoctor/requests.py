@@ -172,7 +172,8 @@ class BenchOptions:
     max_tokens: int = 128
     warmup: int = 1
     request_timeout: float = 600.0
-    ab: str | None = None  # also serve with --all2all-backend AB and sweep it the same way
+    ab: str | None = None  # also serve with the engine's backend switch set to AB, same sweep
+    ab_transport: bool = False  # also serve on the other GIN transport (env flip), same sweep
     cmd: str | None = None  # the serve command for --ab (default: the plan's)
     startup_budget: float = 1800.0
     output: str | None = None  # folder for bench.json and bench.csv

@@ -314,7 +314,7 @@ def test_explain_shows_where_each_detector_lives():
 
     found = json.loads(explain("L101", "--json"))["detectors"]
     assert [d["function"] for d in found] == list(knowledge.get("L101").detectors)
-    assert {d["domain"] for d in found} == {"node", "logs", "plan"}
+    assert {d["domain"] for d in found} == {"node", "logs", "plan", "image"}
     for d in found:
         line = (REPO / d["path"]).read_text(encoding="utf-8").splitlines()[d["line"] - 1]
         name = d["function"].rsplit(":", 1)[1].rsplit(".", 1)[-1]

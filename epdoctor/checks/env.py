@@ -73,6 +73,38 @@ def _dead_knobs(env: Mapping[str, str], where: str, deepep_flavour: str | None) 
     return out
 
 
+HW_COUNTER = "OFI_NCCL_GDAKI_EFA_HW_COUNTER"
+HW_COUNTER_VALUES = ("auto", "on", "off")  # aws-ofi-nccl >= 1.21.0, default auto, strcasecmp
+
+
+def _hw_counter(env: Mapping[str, str], transport: str | None, where: str) -> list[Finding]:
+    """C108: the GDAKI hardware-counter tristate (aws-ofi-nccl v1.21.x
+    include/nccl_ofi_param.h:397, src/platform-aws.cpp config_gdaki_domain)."""
+    raw = env.get(HW_COUNTER)
+    if raw is None:
+        return []
+    v = raw.strip().lower()
+    ev = [f"{where}: {HW_COUNTER}={raw}"]
+    if v not in HW_COUNTER_VALUES:
+        return [finding("C108", Status.FAIL,
+                        f"{HW_COUNTER}={raw} is not auto, on or off: the plugin's init fails "
+                        "(`set to invalid value`)", ev)]  # fmt: skip
+    if v == "off":
+        if transport == "efa-gda":
+            return [finding("C108", Status.FAIL,
+                            f"{HW_COUNTER}=off: aws-ofi-nccl 1.21.x refuses GDAKI on every "
+                            "domain (-FI_ENOSYS), so EFA-GDA cannot run", ev)]  # fmt: skip
+        return [finding("C108", Status.INFO,
+                        f"{HW_COUNTER}=off only refuses GDAKI; the CPU proxy does not read it",
+                        ev)]  # fmt: skip
+    if v == "on":
+        return [finding("C108", Status.WARN,
+                        f"{HW_COUNTER}=on is a bring-up override: where the EFA has no "
+                        "completion counter (efa.ko < 3.3.0, not p5en/p6-b200/p6-b300) GDAKI "
+                        "context creation fails instead of falling back", ev)]  # fmt: skip
+    return [finding("C108", Status.PASS, f"{HW_COUNTER}=auto: the platform decides", ev)]
+
+
 def _gin(env: Mapping[str, str], ctx: Context, nccl: Version | None, where: str) -> list[Finding]:
     out: list[Finding] = []
     transport = transport_for(ctx, env)
@@ -119,7 +151,9 @@ def _gin(env: Mapping[str, str], ctx: Context, nccl: Version | None, where: str)
                     ev,
                 )
             )
-    if transport == "efa-gda":
+    out += _hw_counter(env, transport, where)
+    # T103 is about the released EFA-GDA backend (type 5); types 3 and 4 are T102's.
+    if transport == "efa-gda" and (gin or "").strip() not in ("3", "4"):
         sym = env.get("NCCL_SYM_GIN_KERNELS_ENABLE")
         ev = [f"{where}: NCCL_SYM_GIN_KERNELS_ENABLE={sym if sym is not None else '(unset)'}"]
         if (sym or "").strip() == "0":
@@ -213,6 +247,7 @@ def _reuse_comm(env: Mapping[str, str], engines: set[str], where: str) -> list[F
     "C105",
     "C106",
     "C107",
+    "C108",
     "C111",
     "D101",
     "N512",

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-DOMAINS = ("node", "kube", "kube-job", "logs", "fleet", "recipe", "plan", "launch")
+DOMAINS = ("node", "kube", "kube-job", "logs", "fleet", "recipe", "plan", "launch", "image")
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -74,6 +74,14 @@ def consumers(node: NodeFacts) -> list[Consumer]:
     pre = _preload(node.env)
     if pre:
         return [Consumer("every process (LD_PRELOAD)", pre, "LD_PRELOAD", find_lib(node, pre))]
+    # LD_LIBRARY_PATH comes before a library's DT_RUNPATH (torch's nvidia/nccl/lib) and the
+    # ldconfig cache in the loader's search (ld.so(8)): a NCCL found there wins for everyone.
+    for d in (node.env.get("LD_LIBRARY_PATH") or "").split(":"):
+        if not d.strip():
+            continue
+        lib = find_lib(node, os.path.join(d.strip(), "libnccl.so.2"))
+        if lib is not None:
+            return [Consumer("every process (LD_LIBRARY_PATH)", lib.path, "LD_LIBRARY_PATH", lib)]
     for env in node.python:
         if not env.has("torch"):
             continue

@@ -283,7 +283,11 @@ def _bench(view: Any, launch: Any, out: Any) -> int:
         view.gates(out.gates)
         return exitcodes.FINDINGS
     o, results = launch.options, out.result
-    doc = {"results": [r.to_json() for r in results], "baseline": o.ab}
+    doc = {
+        "results": [r.to_json() for r in results],
+        "baseline": o.ab,
+        "transport_ab": bool(o.ab_transport),
+    }
     if o.output:
         bench.write_results(o.output, doc, results)
     if view.json:
@@ -291,7 +295,7 @@ def _bench(view: Any, launch: Any, out: Any) -> int:
     else:
         view.bench(results)
         view.gates(out.gates)
-        if not o.ab:
+        if not o.ab and not o.ab_transport:
             view.print(
                 "[dim]M702: no baseline backend measured; --ab allgather_reducescatter runs "
                 "one the same way[/dim]"

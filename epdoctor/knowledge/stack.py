@@ -159,6 +159,25 @@ def vllm_commits() -> tuple[VllmCommit, ...]:
 
 
 @functools.cache
+def _image() -> dict[str, Any]:
+    return dict(_data("image.toml")["image"])
+
+
+def image_pin(name: str) -> str:
+    """An exact pin of the plan's image (image.toml), KeyError for a name it lacks."""
+    return str(_image()[name])
+
+
+def vllm_full_sha(pin: str) -> str:
+    """The full commit of a known vLLM pin ("" when the plan does not know it)."""
+    pin = pin.strip().lower()
+    for short, full in _image()["vllm_sha"].items():
+        if full.startswith(pin) or pin.startswith(short):
+            return str(full)
+    return ""
+
+
+@functools.cache
 def pins() -> tuple[dict[str, Any], ...]:
     return tuple(_data("pins.toml")["pins"])
 
@@ -166,7 +185,11 @@ def pins() -> tuple[dict[str, Any], ...]:
 @functools.cache
 def env_rules() -> dict[str, tuple[dict[str, Any], ...]]:
     d = _data("env.toml")
-    return {"set": tuple(d.get("set", ())), "unset": tuple(d.get("unset", ()))}
+    return {
+        "set": tuple(d.get("set", ())),
+        "unset": tuple(d.get("unset", ())),
+        "refused": tuple(d.get("refused", ())),
+    }
 
 
 _FAMILY = re.compile(r"^(?:ml\.)?([a-z0-9]+(?:-[a-z0-9]+)?)\.")

@@ -262,11 +262,37 @@ def run_bench(
     return BenchResult(label, out, warmup, max_tokens, model)
 
 
-def with_backend(cmd: str, backend: str) -> str:
-    """The serve command with --all2all-backend set to `backend` (replaced or added)."""
-    import re
+# Each engine's own switch for its MoE all-to-all backend: vLLM (and dynamo.vllm, which
+# forwards it to vLLM's engine args) --all2all-backend; SGLang --moe-a2a-backend; TensorRT-LLM
+# reads the communication method from TRTLLM_FORCE_COMM_METHOD, it has no serve flag.
+BACKEND_FLAG = {"vllm": "--all2all-backend", "dynamo": "--all2all-backend",
+                "sglang": "--moe-a2a-backend"}  # fmt: skip
+TRTLLM_COMM_ENV = "TRTLLM_FORCE_COMM_METHOD"
 
-    pat = re.compile(r"--all2all-backend(?:=|\s+)\S+")
+
+def with_backend(cmd: str, backend: str, engine: str = "vllm") -> str:
+    """The serve command with the engine's all-to-all backend set to `backend`."""
+    import re
+    import shlex
+
+    if not cmd:
+        return cmd
+    if engine == "tensorrt-llm":
+        return f"export {TRTLLM_COMM_ENV}={shlex.quote(backend)}; {cmd}"
+    flag = BACKEND_FLAG.get(engine, "--all2all-backend")
+    pat = re.compile(rf"{re.escape(flag)}(?:=|\s+)\S+")
     if pat.search(cmd):
-        return pat.sub(f"--all2all-backend {backend}", cmd)
-    return f"{cmd} --all2all-backend {backend}"
+        return pat.sub(f"{flag} {shlex.quote(backend)}", cmd)
+    return f"{cmd} {flag} {shlex.quote(backend)}"
+
+
+def with_transport(env: dict[str, str], transport: str) -> dict[str, str]:
+    """The env of the same pods and image on the other GIN transport: an env flip only
+    (NCCL_GIN_TYPE 2 = CPU proxy, 5 = EFA-GDA with NCCL_SYM_GIN_KERNELS_ENABLE=0)."""
+    out = dict(env)
+    if transport == "efa-gda":
+        out.update(NCCL_GIN_TYPE="5", NCCL_SYM_GIN_KERNELS_ENABLE="0")
+    else:
+        out["NCCL_GIN_TYPE"] = "2"
+        out.pop("NCCL_SYM_GIN_KERNELS_ENABLE", None)
+    return out

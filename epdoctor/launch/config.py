@@ -136,15 +136,55 @@ def serve_config(
 def bench_arms(
     options: BenchOptions, plan: dict[str, Any], nodes: list[Any]
 ) -> list[tuple[str, ServeConfig | None]]:
-    """The sweep against what serves now, or with --ab: this serve command and the same with
-    the other all-to-all backend, each served, swept and stopped in turn."""
-    if not options.ab:
+    """The sweep against what serves now, or an A/B on the same nodes and image, each arm
+    served, swept and stopped in turn: --ab switches every node's all-to-all backend with the
+    engine's own switch; --ab-transport flips CPU proxy and GPU-initiated GIN by env only."""
+    if options.ab and options.ab_transport:
+        raise EpdoctorError("--ab and --ab-transport each compare one thing: pass one of them")
+    if not options.ab and not options.ab_transport:
         return [("current", None)]
-    from epdoctor.launch.bench import with_backend
+    from dataclasses import replace
+
+    from epdoctor.launch.bench import with_backend, with_transport
 
     base = serve_config(options.serve(), plan, nodes)
-    alt = serve_config(options.serve(), plan, nodes, with_backend(base.leader_cmd, options.ab))
-    return [("current", base), (options.ab, alt)]
+    if options.ab:
+        alt = replace(
+            base,
+            leader_cmd=with_backend(base.leader_cmd, options.ab, base.engine),
+            worker_cmd=with_backend(base.worker_cmd, options.ab, base.engine),
+        )
+        return [("current", base), (options.ab, alt)]
+    other = transport_flip(plan, base.engine)
+    return [("current", base), (other, replace(base, env=with_transport(base.env, other)))]
+
+
+def transport_flip(plan: dict[str, Any], engine: str) -> str:
+    """The other GIN transport of the plan's, where the same image can run both."""
+    from packaging.version import Version
+
+    from epdoctor.knowledge import stack
+
+    inp = plan.get("input") or {}
+    current = str(inp.get("transport") or "")
+    if current not in ("gin-proxy", "efa-gda"):
+        raise EpdoctorError("--ab-transport needs a plan (--plan) on gin-proxy or efa-gda")
+    other = "efa-gda" if current == "gin-proxy" else "gin-proxy"
+    eng = stack.engines().get(engine)
+    if eng is None or other not in eng.transports:
+        raise EpdoctorError(f"--ab-transport: {engine} does not run on {other} (E501)")
+    need = stack.transports()["efa-gda"].nccl_min
+    nccl = str(plan.get("nccl") or "")
+    try:
+        ok = bool(nccl) and Version(nccl) >= Version(need)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise EpdoctorError(
+            f"--ab-transport: the image's NCCL {nccl or '(unknown)'} has no NCCL_GIN_TYPE=5 "
+            f"(EFA-GDA needs >= {need}, T101); plan with --nccl {need} so one image runs both arms"
+        )
+    return other
 
 
 def bench_levels(options: BenchOptions) -> list[int]:

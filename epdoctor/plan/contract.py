@@ -42,3 +42,12 @@ def pin_table(engine: str, transport: str, nccl: str, vllm_pin: str) -> tuple[Pi
 def contract_violations(env: dict[str, str], forbidden: tuple[Forbidden, ...]) -> list[str]:
     """Names the contract itself sets although it forbids them (a data error)."""
     return [f.name for f in forbidden if f.name in env]
+
+
+def refused(engine: str) -> list[dict[str, str]]:
+    """What a reference recipe's contract sets that the plan does not adopt, with why."""
+    return [
+        {"name": d["name"], "recipe": d["recipe"], "why": d["why"]}
+        for d in stack.env_rules()["refused"]
+        if stack.matches(d["engines"], engine)
+    ]

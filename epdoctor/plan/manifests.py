@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from epdoctor.knowledge import stack
 from epdoctor.plan import launch
 from epdoctor.plan.model import Plan
 
@@ -90,14 +91,13 @@ def container_script(plan: Plan) -> str:
         "done",
         'if [ -z "$LEADER_ADDR" ]; then echo "FATAL: leader address did not resolve" >&2; exit 1; fi',
         "export NODE_RANK LEADER_ADDR",
-        # RUN_SERVE=0 keeps the pod idle with its GPUs free for the kernel test.
+    ]
+    lines += first_boot(plan)
+    lines += [
+        # RUN_SERVE=0 keeps the pod idle with its GPUs free for the kernel test (which needs
+        # the DeepEP build above, so it comes first).
         'if [ "${RUN_SERVE:-1}" != 1 ]; then echo "RUN_SERVE=0: idle for the kernel test"; exec sleep infinity; fi',
     ]
-    if plan.input.engine in ("vllm", "dynamo"):
-        # The one DeepEP build is in-pod: it needs a CUDA context and this pod's torch ABI.
-        lines.append(
-            f"if [ -x {launch.DEEPEP_ROOT}/build_deepep.sh ]; then {launch.DEEPEP_ROOT}/build_deepep.sh; fi"
-        )
     if c.worker:
         lines += [
             'if [ "$NODE_RANK" = 0 ]; then',
@@ -109,6 +109,22 @@ def container_script(plan: Plan) -> str:
     else:
         lines.append(_exec(c.leader))
     return "\n".join(lines) + "\n"
+
+
+def first_boot(plan: Plan) -> list[str]:
+    """The in-pod DeepEP build (the reference recipes' one build: it runs where the pod's
+    torch ABI and CUDA toolkit are), then the image gate at pod stage: a wrong image stops
+    here, before any rendezvous. Nothing when the plan writes no image (SGLang)."""
+    from epdoctor.plan import gate
+    from epdoctor.plan.image import base_image
+
+    if not base_image(plan):
+        return []
+    out = []
+    if stack.engines()[plan.input.engine].uses_deepep and plan.gin_type is not None:
+        out.append(gate.BUILD_DEEPEP)
+    out.append(gate.gate_command("pod"))
+    return out
 
 
 def _exec(cmd: str) -> str:
@@ -191,11 +207,10 @@ def statefulset(plan: Plan) -> dict[str, Any]:
         "ports": [{"name": "http", "containerPort": launch.PORT, "protocol": "TCP"}],
         # Guaranteed QoS: every request equals its limit.
         "resources": {"requests": dict(resources), "limits": dict(resources)},
-        "securityContext": {
-            # EFA and GIN register GPU and host memory (IPC_LOCK); the EFA device
-            # plugin's canonical pods add SYS_ADMIN. No privileged: true needed.
-            "capabilities": {"add": ["IPC_LOCK", "SYS_ADMIN"]},
-        },
+        # privileged: the reference recipes measured open("/dev/gdrdrv") failing with EPERM
+        # in an unprivileged device cgroup, even with CAP_MKNOD (pull/1230, 1231, 1240); GIN
+        # and NVSHMEM's libfabric transport need GDRCopy. It also grants IPC_LOCK (K204).
+        "securityContext": {"privileged": True},
         "startupProbe": {
             "exec": {"command": ["/bin/sh", "-c", probe]},
             "periodSeconds": 30,
@@ -281,6 +296,12 @@ def notes(plan: Plan) -> list[str]:
             "needs kubelet's root on the instance-store NVMe RAID (nodeadm localStorage "
             "RAID0); otherwise re-plan with --cache-host-path DIR on the instance store (K205)."
         )
+    sts += (
+        " privileged: true because an unprivileged pod cannot open /dev/gdrdrv (EPERM, measured "
+        "in https://github.com/awslabs/awsome-distributed-ai/pull/1230); to drop it, the cluster "
+        "must hand the pods /dev/gdrdrv through a device plugin (NVIDIA device plugin with "
+        "gdrcopyEnabled=true) (H113)."
+    )
     return [
         "Headless Service: rendezvous only, resolvable before any pod is Ready.",
         "Leader Service: HTTP reaches pod 0 only; workers serve no HTTP.",

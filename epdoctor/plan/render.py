@@ -30,6 +30,11 @@ def env_file(plan: Plan) -> str:
     if plan.forbidden:
         out.append("# Must NOT be set (dead or harmful at these versions):")
         out += [f"#   {f.name}  ({f.code}) {f.why}" for f in plan.forbidden]
+    from epdoctor.plan.contract import refused
+
+    if rows := refused(plan.input.engine):
+        out.append("# Set by a reference recipe, not adopted here:")
+        out += [f"#   {r['name']}: {r['why']} ({r['recipe']})" for r in rows]
     return "\n".join(out) + "\n"
 
 
@@ -56,11 +61,12 @@ def _leader_default(plan: Plan) -> str:
 
 def bare_scripts(plan: Plan) -> dict[str, str]:
     c = plan.commands
+    boot = manifests.first_boot(plan)
     need_rank = ': "${NODE_RANK:?export NODE_RANK=<0 on the leader, 1..N-1 on workers>}"'
     scripts = {
         "leader.sh": _script(
             "Serve: the leader node (NODE_RANK=0).",
-            [_leader_default(plan), "export NODE_RANK=0", manifests._exec(c.leader)],
+            [_leader_default(plan), "export NODE_RANK=0", *boot, manifests._exec(c.leader)],
         ),
         "kernel-test.sh": _script(
             "Kernel test on this node; run on every node at once before serving. "
@@ -68,6 +74,7 @@ def bare_scripts(plan: Plan) -> dict[str, str]:
             [
                 _leader_default(plan),
                 need_rank,
+                *boot,
                 c.kernel_test,
                 'echo "KERNEL-TEST PASS (node_rank=$NODE_RANK)"',
             ],
@@ -80,7 +87,7 @@ def bare_scripts(plan: Plan) -> dict[str, str]:
     if c.worker:
         scripts["worker.sh"] = _script(
             "Serve: a worker node (NODE_RANK=1..N-1).",
-            [_leader_default(plan), need_rank, manifests._exec(c.worker)],
+            [_leader_default(plan), need_rank, *boot, manifests._exec(c.worker)],
         )
     return scripts
 
@@ -158,6 +165,9 @@ def render(plan: Plan, directory: str | Path, force: bool = False) -> list[str]:
         if text := dockerfile(plan):  # the image the pins imply (none where no base is pinned)
             files["Dockerfile"] = text
             files[".dockerignore"] = dockerignore(plan)
+            from epdoctor.plan.gate import image_files
+
+            files.update(image_files(plan))
         if plan.extra["target"] == "kubernetes":
             files[f"kubernetes/{plan.name}.yaml"] = manifest_yaml(plan)
             files.update({f"kubernetes/{k}": v for k, v in kube_scripts(plan).items()})
@@ -190,8 +200,10 @@ def render(plan: Plan, directory: str | Path, force: bool = False) -> list[str]:
 
 def plan_json(plan: Plan) -> dict[str, object]:
     """plan.to_json() plus what the shared env checks say about its contract."""
+    from epdoctor.plan.contract import refused
     from epdoctor.plan.verify import env_check
 
     data = plan.to_json()
+    data["env_refused"] = refused(plan.input.engine)
     data["env_check"] = [f.to_json() for f in env_check(plan)] if plan.supported else []
     return data

@@ -130,7 +130,7 @@ def nccl_version(c: Ctx) -> Iterator[Reason]:
         )
 
 
-@detector("H111", "H124", "N104", "H122", "H103", domain="plan")
+@detector("H111", "H124", "N104", "H122", "H103", "C108", "N102", domain="plan")
 def node_preconditions(c: Ctx) -> Iterator[Reason]:
     if not c.transport.gin:
         return
@@ -158,6 +158,21 @@ def node_preconditions(c: Ctx) -> Iterator[Reason]:
             'Node precondition: nvidia module option NVreg_RegistryDwords="PeerMappingOverride=1", '
             "in effect after a driver reload.",
         )
+        yield _r(
+            "C108",
+            Level.INFO,
+            "OFI_NCCL_GDAKI_EFA_HW_COUNTER stays unset (auto, aws-ofi-nccl 1.21.x's default): off "
+            "refuses GDAKI on every domain at 1.21.1, on is a bring-up override that fails where "
+            "the EFA has no completion counter, and 0/1 are invalid values.",
+        )
+    yield _r(
+        "N102",
+        Level.INFO,
+        "The GIN plugin is the EFA installer's bundled aws-ofi-nccl 1.21.1, not a source build: "
+        "the vLLM reference recipe moved to it (https://github.com/awslabs/awsome-distributed-ai/pull/1230, "
+        "review round 3) where the Dynamo and TensorRT-LLM recipes still build v1.21.1 from source "
+        "(pull/1256, pull/1240); the Dockerfile gates it on its GIN export and on GDRCopy.",
+    )
 
 
 @detector("E503", domain="plan")
@@ -232,7 +247,17 @@ def measured(c: Ctx) -> Iterator[Reason]:
     if c.transport.key not in c.engine.transports:
         return
     pair = (c.transport.key, c.instance.type)
-    if pair not in c.engine.measured:
+    if c.engine.key == "vllm" and pair == ("efa-gda", "p5en.48xlarge"):
+        yield _r(
+            "M508",
+            Level.CAVEAT,
+            "The GDAKI reference recipe (https://github.com/awslabs/awsome-distributed-ai/pull/1231) "
+            "ran vLLM GPU-initiated end to end on 2 and 4 p5en.48xlarge, on a pre-release stack: "
+            "NCCL_GIN_TYPE=3 with rdma-core post-#1701, libfabric post-#12591 and aws-ofi-nccl "
+            "a3d2680 built --enable-gdaki (T102). This plan's released stack (NCCL_GIN_TYPE=5, "
+            "NCCL 2.31.2, the installer-bundled aws-ofi-nccl 1.21.1) was not run by it: run every gate.",
+        )
+    elif pair not in c.engine.measured:
         ran = "; ".join(f"{t} on {i}" for t, i in c.engine.measured) or "nothing in detail"
         yield _r(
             "M508",
@@ -290,7 +315,9 @@ def vllm_pin_served(c: Ctx) -> Iterator[Reason]:
         )
 
 
-@detector("D405", "E404", "E406", "E701", "K205", "E408", "M702", "D803", "D804", "D805", domain="plan")
+@detector(
+    "D405", "E404", "E406", "E701", "K205", "E408", "M702", "D803", "D804", "D805", domain="plan"
+)
 def engine_notes(c: Ctx) -> Iterator[Reason]:
     """Known traps the plan's own output already avoids, named so they can be looked up."""
     if c.transport.key not in c.engine.transports:

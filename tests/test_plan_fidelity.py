@@ -1,0 +1,191 @@
+"""Recipe fidelity, not snapshots: each reference recipe's load-bearing mechanisms (public pull
+requests of awslabs/awsome-distributed-ai: vLLM CPU proxy #1230, vLLM GPU-initiated #1231,
+Dynamo #1256, TensorRT-LLM #1240, SGLang #1215) asserted in the files `epdoctor plan` writes."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from epdoctor.cli import main
+from epdoctor.launch.bench import with_backend, with_transport
+from epdoctor.launch.config import transport_flip
+from epdoctor.model import EpdoctorError
+
+BASE = ["plan", "--no-input", "--num-experts", "128"]
+SYSTEMS = {
+    "vllm-proxy": ("--engine", "vllm", "--transport", "gin-proxy"),
+    "vllm-gda": ("--engine", "vllm", "--transport", "efa-gda"),
+    "dynamo": ("--engine", "dynamo"),
+    "trtllm": ("--engine", "tensorrt-llm"),
+    "sglang": ("--engine", "sglang"),
+}
+FULL_SHA = re.compile(r"^ARG (VLLM_SHA|DEEPEP_COMMIT|GDRCOPY_COMMIT)=([0-9a-f]+)$", re.M)
+
+
+def _plan(tmp_path, capsys, key):
+    out = tmp_path / key
+    assert main([*BASE, *SYSTEMS[key], "-o", str(out)]) == 0
+    capsys.readouterr()
+    files = {p.relative_to(out).as_posix(): p.read_text() for p in out.rglob("*") if p.is_file()}
+    return json.loads(files["plan.json"]), files
+
+
+def _container(files):
+    manifest = next(
+        v for k, v in files.items() if k.startswith("kubernetes/") and k.endswith(".yaml")
+    )
+    sts = next(d for d in yaml.safe_load_all(manifest) if d and d["kind"] == "StatefulSet")
+    return sts["spec"]["template"]["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize("key", ["vllm-proxy", "vllm-gda", "dynamo"])
+def test_deepep_systems_build_deepep_in_the_pod_and_gate_the_image(tmp_path, capsys, key):
+    plan, files = _plan(tmp_path, capsys, key)
+    docker = files["Dockerfile"]
+    # every commit pin is a full SHA (a short one is ambiguous, a tag moves)
+    shas = dict(FULL_SHA.findall(docker))
+    assert set(shas) == {"VLLM_SHA", "DEEPEP_COMMIT", "GDRCOPY_COMMIT"}
+    assert all(len(v) == 40 for v in shas.values()), shas
+    # the vLLM wheel from the per-commit index, served at <full sha>/<file> (no /vllm/ folder)
+    assert "https://wheels.vllm.ai/${VLLM_SHA}/vllm/" in docker
+    assert '"https://wheels.vllm.ai/${VLLM_SHA}/$(basename "$href")"' in docker
+    # torch cu130 pinned and asserted after the last pip layer
+    assert "ARG TORCH_SPEC=torch==2.11.0" in docker and "whl/cu130" in docker
+    assert "torch.__version__ != '${TORCH_VERSION}'" in docker
+    # plugin: the GIN table and GDRCopy compiled in, both fail the build
+    symbol = "ncclGinPlugin_v14" if plan["gin_type"] == 5 else "ncclGinPlugin_v13"
+    assert f"grep -c {symbol}" in docker
+    assert "! grep -q -a 'GDRCopy support not available at compile time'" in docker
+    # one NCCL wins: ldconfig, asserted by version string and GIN/LSA symbol
+    assert "/etc/ld.so.conf.d/00-pip-nccl.conf" in docker
+    assert 'grep -q -a "NCCL version ${NCCL_VERSION}"' in docker
+    assert "grep -c ncclGetLsaDevicePointer" in docker
+    # the nvshmem wheel's lib in the ldconfig cache (instead of a per-shell LD_LIBRARY_PATH)
+    assert "01-pip-nvshmem.conf" in docker
+    # the DeepEP build really runs: shipped in the image, run unconditionally at first boot
+    assert (
+        "image/build_deepep.sh" in files
+        and "python3 setup.py build_ext --inplace" in files["image/build_deepep.sh"]
+    )
+    assert "COPY image/ /opt/recipe/" in docker
+    script = _container(files)["command"][2]
+    assert "\n/opt/recipe/build_deepep.sh\n" in script and "if [ -x" not in script
+    assert script.index("build_deepep.sh") < script.index("RUN_SERVE")  # kernel test needs it
+    assert "image_gate.py --expect /opt/recipe/image-gate.json --stage pod" in script
+    # the image gate is the Dockerfile's last layer
+    assert docker.rstrip().splitlines()[-1].endswith("--stage build")
+    expect = json.loads(files["image/image-gate.json"])
+    assert expect["deepep"]["commit"] == shas["DEEPEP_COMMIT"]
+    # privileged: /dev/gdrdrv is EPERM in an unprivileged device cgroup (#1230)
+    assert _container(files)["securityContext"] == {"privileged": True}
+    env = {e["name"]: e.get("value") for e in _container(files)["env"]}
+    assert env["EP_REUSE_NCCL_COMM"] == "0" and env["NCCL_GIN_TYPE"] == str(plan["gin_type"])
+    assert env["VLLM_ENGINE_READY_TIMEOUT_S"] == "3600"
+    refused = {r["name"] for r in plan["env_refused"]}
+    assert {"OFI_NCCL_GIN_MAX_REQUESTS", "OFI_NCCL_GIN_GDAKI"} <= refused
+
+
+def test_dynamo_installs_ai_dynamo_without_its_dependencies(tmp_path, capsys):
+    _, files = _plan(tmp_path, capsys, "dynamo")
+    docker = files["Dockerfile"]
+    assert (
+        '--no-deps "ai-dynamo-runtime==${AI_DYNAMO_VERSION}" "ai-dynamo==${AI_DYNAMO_VERSION}"'
+        in docker
+    )
+    assert "import dynamo.vllm.main, dynamo.frontend.main" in docker
+    # the re-pin comes after the dynamo layer
+    assert docker.index("ai-dynamo==") < docker.index("--force-reinstall")
+
+
+def test_trtllm_selects_nccl_ep_ships_its_probe_and_wins_its_nccl(tmp_path, capsys):
+    plan, files = _plan(tmp_path, capsys, "trtllm")
+    env = {e["name"]: e["value"] for e in plan["env"]}
+    assert env["TRTLLM_FORCE_COMM_METHOD"] == "NCCL_EP" and env["ENABLE_CONFIGURABLE_MOE"] == "1"
+    assert env["TLLM_LOG_LEVEL"] == "INFO"
+    # the probe the kernel test runs is in the image
+    assert "/opt/recipe/probe_nccl_ep.py" in plan["commands"]["kernel_test"]
+    assert "image/probe_nccl_ep.py" in files and "image/ep_routing.py" in files
+    docker = files["Dockerfile"]
+    assert "COPY image/ /opt/recipe/" in docker
+    # the re-pinned NCCL wins over the NGC base's own: /usr/local/lib and ldconfig, by version
+    assert 'ln -sf "$NCCL_ROOT/lib/libnccl.so.2" /usr/local/lib/libnccl.so.2' in docker
+    assert 'grep -q -a "NCCL version ${NCCL_VERSION}"' in docker
+    assert "nccl4py==${NCCL4PY_VERSION}" in docker and "ARG NCCL4PY_VERSION=0.3.1" in docker
+    expect = json.loads(files["image/image-gate.json"])
+    assert expect["nccl"] == "2.30.4" and expect["nccl_code"] == "L505"
+    assert _container(files)["securityContext"] == {"privileged": True}
+
+
+def test_sglang_writes_no_image_and_says_why(tmp_path, capsys):
+    plan, files = _plan(tmp_path, capsys, "sglang")
+    assert "Dockerfile" not in files
+    assert any(r["code"] == "D804" and "pull/1215" in r["message"] for r in plan["reasons"])
+
+
+def test_gpu_initiated_plan_explains_the_recipes_type_3_and_the_hw_counter(tmp_path, capsys):
+    plan, _ = _plan(tmp_path, capsys, "vllm-gda")
+    msgs = {r["code"]: r["message"] for r in plan["reasons"]}
+    assert "pull/1231" in msgs["M508"] and "NCCL_GIN_TYPE=3" in msgs["M508"]
+    assert "off" in msgs["C108"] and "auto" in msgs["C108"]
+    env = {e["name"]: e["value"] for e in plan["env"]}
+    assert env["NCCL_GIN_TYPE"] == "5" and env["NCCL_SYM_GIN_KERNELS_ENABLE"] == "0"
+    assert "OFI_NCCL_GDAKI_EFA_HW_COUNTER" not in env
+
+
+@pytest.mark.parametrize(
+    ("engine", "cmd", "want"),
+    [
+        (
+            "vllm",
+            "vllm serve m --all2all-backend deepep_v2",
+            "vllm serve m --all2all-backend naive",
+        ),
+        (
+            "dynamo",
+            "python3 -m dynamo.vllm --model m",
+            "python3 -m dynamo.vllm --model m --all2all-backend naive",
+        ),
+        (
+            "sglang",
+            "python3 -m sglang.launch_server --moe-a2a-backend deepep",
+            "python3 -m sglang.launch_server --moe-a2a-backend naive",
+        ),
+        ("tensorrt-llm", "trtllm-serve m", "export TRTLLM_FORCE_COMM_METHOD=naive; trtllm-serve m"),
+    ],
+)
+def test_ab_uses_each_engines_own_switch(engine, cmd, want):
+    assert with_backend(cmd, "naive", engine) == want
+    assert with_backend("", "naive", engine) == ""
+
+
+def test_ab_switches_every_node_and_ab_transport_flips_env_only():
+    from epdoctor.launch.config import bench_arms
+    from epdoctor.requests import BenchOptions
+
+    class N:
+        def __init__(self, name):
+            self.name, self.address = name, name
+
+    plan = {"input": {"engine": "vllm", "transport": "gin-proxy"}, "nccl": "2.31.2",
+            "commands": {"leader": "vllm serve m --all2all-backend deepep_v2",
+                         "worker": "vllm serve m --all2all-backend deepep_v2 --headless"},
+            "env": [{"name": "NCCL_GIN_TYPE", "value": "2"}]}  # fmt: skip
+    nodes = [N("a"), N("b")]
+    (_, base), (label, alt) = bench_arms(BenchOptions(ab="allgather_reducescatter"), plan, nodes)
+    assert "deepep_v2" not in alt.leader_cmd + alt.worker_cmd
+    assert alt.worker_cmd.endswith("--headless --all2all-backend allgather_reducescatter") or (
+        "--all2all-backend allgather_reducescatter" in alt.worker_cmd
+    )
+    (_, base), (label, alt) = bench_arms(BenchOptions(ab_transport=True), plan, nodes)
+    assert label == "efa-gda"
+    assert (alt.leader_cmd, alt.worker_cmd) == (base.leader_cmd, base.worker_cmd)
+    assert alt.env["NCCL_GIN_TYPE"] == "5" and alt.env["NCCL_SYM_GIN_KERNELS_ENABLE"] == "0"
+    assert with_transport(alt.env, "gin-proxy")["NCCL_GIN_TYPE"] == "2"
+    with pytest.raises(EpdoctorError, match="T101"):
+        transport_flip({**plan, "nccl": "2.30.4"}, "vllm")
+    with pytest.raises(EpdoctorError, match="E501"):
+        transport_flip({**plan, "input": {"transport": "gin-proxy"}}, "tensorrt-llm")
