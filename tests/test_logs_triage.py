@@ -350,3 +350,70 @@ def test_writer_level_keeps_a_warning_a_warning():
     assert v is not None and v.level == triage.WARNING and v.code == "E809"
     v = triage.classify(parse_line("Could not find checkpoint, start training from scratch"))
     assert v is not None and v.level == triage.NOTE
+
+
+def test_unprefixed_init_complete_lines_are_nccl_lines():
+    data = b"".join(
+        b"NCCL INFO comm 0x5555 rank %d nranks 12 cudaDev %d busId 1000 - Init COMPLETE\n" % (i, i)
+        for i in range(12)
+    )
+    a = analyze_stream([data])
+    (t701,) = [f for f in a.findings if f.code == "T701"]
+    assert "no NCCL INFO line" not in t701.title and "no `Using network`" in t701.title
+
+
+def _one_host(n_nodes: int, nranks: int, ranks: int) -> list[bytes]:
+    out = []
+    for r in range(ranks):
+        out.append(b"h0:%d:%d [%d] NCCL INFO Using network Socket\n" % (r + 1, r + 1, r))
+        if n_nodes:
+            out.append(
+                b"h0:%d:%d [%d] NCCL INFO comm 0x55 rank %d nRanks %d nNodes %d localRanks %d "
+                b"localRank %d MNNVL 0\n" % (r + 1, r + 1, r, r, nranks, n_nodes, ranks, r)
+            )
+        else:
+            out.append(
+                b"h0:%d:%d [%d] NCCL INFO comm 0x55 rank %d nranks %d cudaDev %d busId 1 - "
+                b"Init COMPLETE\n" % (r + 1, r + 1, r, r, nranks, r)
+            )
+    return out
+
+
+def test_one_host_socket_is_not_a_failure_but_one_node_of_many_is():
+    # NCCL's own nNodes 1: traffic stays in the node, Socket is what NCCL names and carries none
+    a = analyze_stream(_one_host(1, 2, 2))
+    assert {f.status for f in a.findings if f.code == "T701"} == {Status.PASS}
+    # every rank of the communicator on one host (no nNodes in older NCCL): one host too
+    a = analyze_stream(_one_host(0, 2, 2))
+    assert {f.status for f in a.findings if f.code == "T701"} == {Status.PASS}
+    # one host's ranks of a 16-rank job: a node of a multi-node run, off EFA is a failure
+    a = analyze_stream(_one_host(0, 16, 2))
+    assert {f.status for f in a.findings if f.code == "T701"} == {Status.FAIL}
+    a = analyze_stream(_one_host(2, 16, 2))
+    assert {f.status for f in a.findings if f.code == "T701"} == {Status.FAIL}
+    # --expect-efa: EFA on every rank, one host or not
+    a = analyze_stream(_one_host(1, 2, 2), Context(options={"expect_efa": True}))
+    assert {f.status for f in a.findings if f.code == "T701"} == {Status.FAIL}
+
+
+def test_ranks_that_disagree_on_efa_nics_fail():
+    data = [
+        b"a:1:1 [0] NCCL INFO NET/OFI Selected provider is efa, fabric is efa-direct (found 16 nics)\n",
+        b"b:2:2 [0] NCCL INFO NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)\n",
+    ]
+    a = analyze_stream(data)
+    (t206,) = [f for f in a.findings if f.code == "T206"]
+    assert t206.status is Status.FAIL and "16 on" in t206.title and "32 on" in t206.title
+
+
+def test_an_invalid_gin_type_is_the_nccl_version_not_the_plugin():
+    data = [
+        b"h:1:1 [0] NCCL INFO NCCL version 2.30.4+cuda13.0\n",
+        b"h:1:1 [0] NCCL INFO NCCL_GIN_TYPE set by environment to 5\n",
+        b"h:1:1 [0] NCCL INFO GIN/Plugin: Loaded gin plugin Libfabric (v13)\n",
+        b"h:1:1 [0] gin/gin_host.cc:247 NCCL WARN Cannot get backend version for invalid GIN type 5\n",
+    ]
+    a = analyze_stream(data)
+    (t101,) = [f for f in a.findings if f.code == "T101"]
+    assert t101.status is Status.FAIL
+    assert "NCCL 2.30.4 is older than 2.31.2" in t101.title and "plugin itself loaded" in t101.title
