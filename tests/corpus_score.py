@@ -48,7 +48,7 @@ class Case:
     @property
     def set(self) -> str:
         if self.blind:
-            return "blind"
+            return self.file.split("/", 1)[0]  # blind, blind2: each scored once
         if self.held_out:
             return "held"
         return "device" if self.kind == "device" else "dev"
@@ -63,7 +63,7 @@ def cases(blind: bool = False) -> list[Case]:
     never developed against."""
     out = []
     for manifest in sorted(CORPUS.glob("corpus*.toml")):
-        if manifest.name == "corpus-blind.toml" and not blind:
+        if manifest.name.startswith("corpus-blind") and not blind:
             continue
         for t in tomllib.loads(manifest.read_text(encoding="utf-8")).get("log", []):
             out.append(
@@ -138,11 +138,11 @@ def main() -> int:
     ap.add_argument("-v", "--verbose", action="store_true", help="list every miss")
     args = ap.parse_args()
     by_set: dict[str, list[tuple[Case, Score]]] = {}
-    for c in cases(blind="blind" in (args.set or ())):
+    for c in cases(blind=any(s.startswith("blind") for s in (args.set or ()))):
         if c.set not in (args.set or ("dev", "device")):
             continue
         by_set.setdefault(c.set, []).append((c, score(c)))
-    for name in ("dev", "device", "held", "blind"):
+    for name in ("dev", "device", "held", "blind", "blind2"):
         rows = by_set.get(name)
         if not rows:
             continue
