@@ -318,6 +318,20 @@ def test_upstream_wordings_classify(line, code):
          "block found in 60 seconds. This typically happens when some processes are hanging.", "E812"),
         ("RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:79] "
          "Timed out waiting 1800000ms for recv operation to complete", "E813"),
+        # kube-scheduler and kubelet wordings (kubectl describe / get events pasted into a log)
+        ("  Warning  FailedScheduling  2m  default-scheduler  0/3 nodes are available: 3 "
+         "Insufficient vpc.amazonaws.com/efa. preemption: 0/3 nodes are available", "K105"),
+        ("0/2 nodes are available: 2 Insufficient hugepages-2Mi.", "K104"),
+        ("0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector.", "K106"),
+        ("  Warning  BackOff  3m  kubelet  Back-off restarting failed container vllm in pod x", "K103"),
+        ("      Reason:       OOMKilled", "K102"),
+        ("  Warning  Failed  1m  kubelet  Failed to pull image \"x:1\": not found", "K107"),
+        # gdrcopy's own tools (tests/common.hpp)
+        ("gdr_open error: Is gdrdrv driver installed and loaded?", "H201"),
+        ('Assertion "(gdr_pin_buffer(g, d_A, size, 0, 0, &mh)) == (0)" failed at copylat.cpp:171',
+         "H813"),
+        # NIXL's Python binding raising a backend status
+        ("nixl._bindings.nixlBackendError: NIXL_ERR_BACKEND", "T810"),
     ],
 )  # fmt: skip
 def test_new_families_classify(line, code):
@@ -417,3 +431,15 @@ def test_an_invalid_gin_type_is_the_nccl_version_not_the_plugin():
     (t101,) = [f for f in a.findings if f.code == "T101"]
     assert t101.status is Status.FAIL
     assert "NCCL 2.30.4 is older than 2.31.2" in t101.title and "plugin itself loaded" in t101.title
+
+
+def test_a_completed_nccl_tests_run_passes_where_efa_is_not_the_goal():
+    data = [
+        b"# Out of bounds values : 0 OK\n",
+        b"# Avg bus bandwidth    : 95.3\n",
+    ]
+    a = analyze_stream(data, Context(options={"expect_efa": False}))
+    assert a.worst() is Status.PASS
+    # where EFA is the goal, a completed run proves nothing about the network: never a pass
+    a = analyze_stream(data)
+    assert a.worst() is Status.UNKNOWN

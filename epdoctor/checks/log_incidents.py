@@ -35,9 +35,9 @@ QUOTE = 160  # characters of the cause line in a title
 # an incident caused by one of them adds its lines to that finding instead of its own
 FACT_CODES = frozenset({"N101", "N105", "N201", "N202", "T701", "T702", "T201"})
 GENERIC_CODES = frozenset({"N203", "N306", "T809", "E808", "E809", "D809", "E810"})
-# the lexicon's warning that, as the earliest line of a failing incident, is its unrecognised
-# cause (the subsystems' own catch-alls, N203 NCCL, N306 aws-ofi-nccl, T809 UCX, keep their code)
-WARN_GENERIC = frozenset({"E809"})
+# catch-alls that, as the earliest line of a failing incident, are its unrecognised cause: the
+# finding is then "Unrecognised failure from <subsystem>" (E810), the line its evidence
+WARN_GENERIC = frozenset({"E809", "N203"})  # N306 (aws-ofi-nccl) and T809 (UCX) name theirs
 SYMPTOM_CODES = frozenset({"N202", "N204", "E203", "E204", "E804", "E807", "T201"})
 SUMMARY_CODES = frozenset({"E204"})
 WAIT_CODES = frozenset({"E806"})
@@ -178,9 +178,10 @@ def _specificity(
     t: Trouble, event_codes: dict[str, tuple[str, Status]], first_symptom: int | None
 ) -> int:
     """How well a line names why an incident happened: 0 a known cause; 1 a symptom of a named
-    mechanism; 2 an unrecognised error line, 3 an unrecognised warning, both only before the
-    incident's first generic symptom (after it they are more of its symptoms, 6); 4 a generic
-    symptom; 5 a summary (a launcher's or torchrun's report that a process ended)."""
+    mechanism or an unrecognised error line (the earlier of them names it: an unrecognised
+    error before a named symptom is usually its cause); 3 an unrecognised warning, both only
+    before the incident's first generic symptom (after it they are more of its symptoms, 6); 4 a
+    generic symptom; 5 a summary (a launcher's or torchrun's report that a process ended)."""
     code = line_code(t, event_codes)
     role = t.verdict.role
     if role == triage.CAUSE and code:
@@ -190,7 +191,7 @@ def _specificity(
     if role == triage.GENERIC or code in GENERIC_CODES:
         if first_symptom is not None and t.line_no > first_symptom:
             return 6
-        return 2 if t.verdict.level == triage.ERROR else 3
+        return 1 if t.verdict.level == triage.ERROR else 3
     if code and not generic_symptom(code, role):
         return 1
     return 4

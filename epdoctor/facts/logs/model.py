@@ -28,7 +28,7 @@ MAX_PER_RANK = 12  # evidence lines kept per list
 MAX_EVENTS_PER_KIND = 64
 MAX_TROUBLES_PER_RANK = 400  # trouble lines kept per rank (more are counted)
 MAX_TROUBLES = 20_000
-CONTEXT_KINDS = ("deepep_v2_context", "vllm_engine_config", "torchrun_exitcode")
+CONTEXT_KINDS = ("deepep_v2_context", "vllm_engine_config", "torchrun_exitcode", "nccl_tests_ok")
 # NCCL's "comm %p rank %d nRanks %d nNodes %d ..." line (init.cc), read without decoding it
 _COMM_FAST = re.compile(
     rb"(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO comm \S+ rank \d+ "

@@ -81,6 +81,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"ELF ",  # dlopen: wrong ELF class, invalid ELF header
     # NCCL's communicator lines, also without the host:pid prefix: that NCCL ran, its nNodes
     b"Init COMPLETE",
+    b"Out of bounds values",  # nccl-tests' summary: the run completed
     b"nNodes",
 )
 # The channel lines that say which transport connects a rank to each peer. They are the bulk
@@ -177,5 +178,8 @@ CONTEXT: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # torchrun's failure summary (torch/distributed/elastic/multiprocessing/errors)
         ("torchrun_exitcode", r"^\s*exitcode\s*:\s*-?\d+"),
         ("deepep_v2_context", r"deep_ep[/.]|ElasticBuffer|deepep_v2|DeepEPV2"),
+        # nccl-tests' end of run (NVIDIA/nccl-tests src/common.cu: "# Out of bounds values : %d
+        # %s" with OK for 0): every collective of the test completed and checked out
+        ("nccl_tests_ok", r"^#\s*Out of bounds values\s*:\s*0\s+OK"),
     )
 )

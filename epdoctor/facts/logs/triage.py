@@ -384,6 +384,8 @@ def _generic(p: Parsed, hay: str, stripped: str, lf: re.Match[str] | None) -> Ve
             return None
         if p.level != "WARN" and not re.search(r"(?i)\b(?:error|failed|failure)\b", hay):
             return None  # an INFO line that mentions a timeout knob etc.
+        # a WARN NCCL survives stays a warning (a run can finish after one); the failed return
+        # code that follows a fatal one is what fails the incident
         if _OFI.search(hay):
             return Verdict(GENERIC, WARNING, "ofi", "N306", "aws-ofi-nccl reported a problem")
         return Verdict(GENERIC, WARNING, "nccl", "N203", "NCCL warned")
