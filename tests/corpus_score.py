@@ -131,7 +131,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--set",
-        choices=("dev", "device", "held", "blind"),
+        choices=("dev", "device", "held", "blind", "blind2"),
         action="append",
         help="which sets to score (default: dev and device); blind only once, at the end",
     )
