@@ -330,6 +330,14 @@ def test_upstream_wordings_classify(line, code):
         ("gdr_open error: Is gdrdrv driver installed and loaded?", "H201"),
         ('Assertion "(gdr_pin_buffer(g, d_A, size, 0, 0, &mh)) == (0)" failed at copylat.cpp:171',
          "H813"),
+        # gdrdrv's mmap path, DKMS, the EFA provider's own error codes, engines' KV-cache memory
+        ("[  88.1] gdrdrv:gdrdrv_mmap:error -22 in gdrdrv_remap_gpu_mem", "H813"),
+        ("Error! Bad return status for module build on kernel: 5.15.0-1 (aarch64)", "H812"),
+        ("libfabric:1:1::efa:ep_ctrl:efa_rdm_ep_post_internal_rx_pkts():500<warn> Failure to post "
+         "internal receive buffers", "H801"),
+        ("ValueError: No available memory for the cache blocks. Try increasing "
+         "`gpu_memory_utilization` when initializing the engine.", "E803"),
+        ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", "E803"),
         # NIXL's Python binding raising a backend status
         ("nixl._bindings.nixlBackendError: NIXL_ERR_BACKEND", "T810"),
     ],
