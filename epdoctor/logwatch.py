@@ -54,6 +54,10 @@ class LogAnalysis:
             "bytes": self.stats.bytes,
             "candidate_lines": self.facts.candidates,
             "dropped_lines": self.stats.dropped,
+            # judged once: lines that repeat a line read before, and trouble lines between a
+            # rank's first and latest ones, counted (their first occurrence is the evidence)
+            "repeated_lines": self.stats.repeated + self.facts.repeats,
+            "summarised_lines": self.facts.summarised,
         }
 
 
@@ -163,6 +167,7 @@ def analyze_paths(
         stats.bytes += st.bytes
         stats.lines += st.lines
         stats.dropped += st.dropped
+        stats.repeated += st.repeated
         stats.workers = max(stats.workers, st.workers)
     for name, chunks in streams:  # pod logs, SSH files: one process, streamed
         feeder = feed_all(facts, name, chunks)

@@ -115,7 +115,7 @@ def _is_cause(t: Trouble, event_codes: dict[str, tuple[str, Status]]) -> bool:
 def build(facts: LogFacts, event_codes: dict[str, tuple[str, Status]]) -> Triage:
     groups: dict[str, list[list[Trouble]]] = {}
     last: dict[tuple[str, str], int] = {}
-    for t in facts.troubles:
+    for t in facts.all_troubles():
         runs = groups.setdefault(t.rank_key, [])
         prev = last.get((t.rank_key, t.source))
         if not runs or prev is None or t.line_no - prev > INCIDENT_GAP:
@@ -252,7 +252,7 @@ def watchdog_abort(text: str) -> bool:
 
 def timed_out(facts: LogFacts) -> bool:
     """A collective timed out somewhere in the log (a WAIT_CODES line)."""
-    return any(t.verdict.code in WAIT_CODES for t in facts.troubles)
+    return any(t.verdict.code in WAIT_CODES for t in facts.all_troubles())
 
 
 def message(t: Trouble) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import gzip
 import os
 import queue
+import struct
 import sys
 import threading
 import time
@@ -40,7 +41,6 @@ POLL_S = 0.25  # how often an idle file is re-read, and how soon a stop is notic
 STOP_WAIT_S = 10.0  # how long follow() waits for the streams to finish stopping
 QUEUE_CHUNKS = 64  # chunks in flight between the readers and the caller (back-pressure)
 PARALLEL_MIN = 32 << 20  # below this a second process costs more than it saves
-MAX_WORKER_CANDIDATES = 200_000  # lines a worker returns; beyond that they are counted only
 
 
 class LogStream:
@@ -276,6 +276,7 @@ def iter_path(
             yield from feeder.close()
             stats.bytes += feeder.bytes
             stats.lines += feeder.lines
+            stats.repeated += feeder.repeated
         return
     mid = _split_point(path, size)
     yield from _parallel(path, size, mid, stats)
@@ -288,22 +289,48 @@ def _can_fork() -> bool:
 
 
 def _parallel(path: str, size: int, mid: int, stats: ScanStats) -> Iterator[Candidate]:
+    """The file's second half scanned by a forked worker while this process reads the first.
+
+    The worker spools its candidate lines to a temporary file (any number of them, in bounded
+    memory: nothing is dropped) and this process reads them back after its own half.
+    """
     import multiprocessing
+    import tempfile
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
-        second = pool.submit(scan_range, path, mid, size)
-        lines0, own, dropped0 = scan_range(path, 0, mid)
-        yield from own
-        del own
-        lines1, theirs, dropped1 = second.result()
-    for n, raw in theirs:
-        yield n + lines0, raw
+    with tempfile.TemporaryFile(prefix="epdoctor-scan-") as spool:
+        with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+            second = pool.submit(scan_range, path, mid, size, spool.fileno())
+            lines0 = 0
+            feeder = Feeder()
+            with open(path, "rb") as f:
+                left = mid
+                while left > 0 and (data := f.read(min(CHUNK, left))):
+                    left -= len(data)
+                    yield from feeder.feed(data)
+            yield from feeder.close()
+            lines0 = feeder.lines
+            lines1, count, repeated1 = second.result()
+        spool.seek(0)
+        for n, raw in _read_spool(spool, count):
+            yield n + lines0, raw
     stats.bytes += size
     stats.lines += lines0 + lines1
-    stats.dropped += dropped0 + dropped1
+    stats.repeated += feeder.repeated + repeated1
     stats.workers = 2
+
+
+_REC = struct.Struct("<QI")  # a spooled candidate: its line number and its length
+
+
+def _read_spool(spool: BinaryIO, count: int) -> Iterator[Candidate]:
+    for _ in range(count):
+        head = spool.read(_REC.size)
+        if len(head) < _REC.size:
+            return
+        n, size = _REC.unpack(head)
+        yield n, spool.read(size)
 
 
 def iter_stream(
@@ -362,16 +389,14 @@ def _iter_gzip(raw: BinaryIO, stats: ScanStats) -> Iterator[Candidate]:
 
 
 def scan_range(
-    path: str, start: int, stop: int, chunk: int = CHUNK
-) -> tuple[int, list[Candidate], int]:
-    """Lines of path[start:stop] (start and stop on line boundaries); for the worker.
-
-    Returns (newlines in the range, candidates numbered from 1 within it, dropped).
-    """
+    path: str, start: int, stop: int, spool_fd: int, chunk: int = CHUNK
+) -> tuple[int, int, int]:
+    """Scan path[start:stop] (start and stop on line boundaries) in the worker, writing every
+    candidate, numbered from 1 within the range, to the spool file; (newlines, candidates,
+    lines of blocks that only repeated earlier ones)."""
     feeder = Feeder()
-    out: list[Candidate] = []
-    dropped = 0
-    with open(path, "rb") as f:
+    count = 0
+    with open(path, "rb") as f, open(spool_fd, "wb", closefd=False) as out:
         f.seek(start)
         left = stop - start
         while left > 0:
@@ -379,16 +404,15 @@ def scan_range(
             if not data:
                 break
             left -= len(data)
-            got = feeder.feed(data)
-            room = MAX_WORKER_CANDIDATES - len(out)
-            if len(got) > room:
-                dropped += len(got) - max(room, 0)
-                got = got[: max(room, 0)]
-            out.extend(got)
-        tail = feeder.close()
-        lines = feeder.lines
-    out.extend(tail[: max(MAX_WORKER_CANDIDATES - len(out), 0)])
-    return lines, out, dropped
+            for n, raw in feeder.feed(data):
+                out.write(_REC.pack(n, len(raw)))
+                out.write(raw)
+                count += 1
+        for n, raw in feeder.close():
+            out.write(_REC.pack(n, len(raw)))
+            out.write(raw)
+            count += 1
+    return feeder.lines, count, feeder.repeated
 
 
 def _split_point(path: str, size: int) -> int:

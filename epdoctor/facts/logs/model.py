@@ -15,6 +15,7 @@ flag ``transports`` stays ``None``: not read, which is not "no peer".
 from __future__ import annotations
 
 import re
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +27,10 @@ from epdoctor.redact import redact_text
 MAX_TEXT = 400  # evidence text per line
 MAX_PER_RANK = 12  # evidence lines kept per list
 MAX_EVENTS_PER_KIND = 64
-MAX_TROUBLES_PER_RANK = 400  # trouble lines kept per rank (more are counted)
+MAX_TROUBLES_PER_RANK = 400  # trouble lines kept per rank from its start ...
+MAX_LATEST_PER_RANK = 100  # ... and its latest ones: the rest is counted, never silently lost
 MAX_TROUBLES = 20_000
+MAX_SEEN = 400_000  # distinct lines remembered to count repeats (beyond: judged again)
 CONTEXT_KINDS = ("deepep_v2_context", "vllm_engine_config", "torchrun_exitcode", "nccl_tests_ok")
 # NCCL's "comm %p rank %d nRanks %d nNodes %d ..." line (init.cc), read without decoding it
 _COMM_FAST = re.compile(
@@ -53,9 +56,13 @@ class Event:
         return dict(self.groups).get(name)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Trouble:
-    """One line that signals trouble, with the triage verdict and the events it raised."""
+    """One line that signals trouble, with the triage verdict and the events it raised.
+
+    The same line (same source, same bytes) seen again is not judged again: ``repeats`` counts
+    it and ``last_line`` says where it was last, so a storm of one warning costs one line.
+    """
 
     rank_key: str
     source: str
@@ -63,10 +70,18 @@ class Trouble:
     text: str
     verdict: triage.Verdict
     events: tuple[str, ...] = ()  # signature event kinds of the same line
+    repeats: int = 0
+    last_line: int = 0
 
     def evidence(self) -> str:
         where = f"{self.source}:{self.line_no}" if self.source else f"line {self.line_no}"
-        return f"{where}: {self.text}"
+        again = (
+            f" [the same line {self.repeats} more time{'s' if self.repeats != 1 else ''}, "
+            f"last at line {self.last_line}]"
+            if self.repeats
+            else ""
+        )
+        return f"{where}: {self.text}{again}"
 
 
 @dataclass
@@ -208,6 +223,10 @@ class LogFacts:
     _pids: dict[int, set[str]] = field(default_factory=dict)  # pid -> nccl keys
     _kind_count: dict[str, int] = field(default_factory=dict)
     _rank_troubles: dict[str, int] = field(default_factory=dict)
+    _latest: dict[str, deque[Trouble]] = field(default_factory=dict)  # rank -> its last lines
+    summarised: int = 0  # trouble lines counted but kept neither as earliest nor latest
+    repeats: int = 0  # candidate lines that repeated an earlier line byte for byte
+    _seen: dict[int, Trouble | None] = field(default_factory=dict)
     # trap code -> lines of the log that hold its discriminator's patterns (a few each)
     hints: dict[str, list[str]] = field(default_factory=dict)
 
@@ -215,6 +234,17 @@ class LogFacts:
     def add(self, source: str, line_no: int, raw: bytes) -> list[Event]:
         """One candidate line; returns the events it raised. Never raises on odd bytes."""
         self.candidates += 1
+        seen_key = hash((source, raw))
+        if seen_key in self._seen:
+            self.repeats += 1
+            t = self._seen[seen_key]
+            if t is not None:
+                t.repeats += 1
+                t.last_line = line_no
+            return []
+        remember = len(self._seen) < MAX_SEEN
+        if remember:
+            self._seen[seen_key] = None
         if b" nNodes " in raw and self._known_comm(raw):
             return []
         # the one place a log line enters the facts: secrets never get further than this
@@ -239,7 +269,13 @@ class LogFacts:
                 )
         v = triage.classify(p)
         events = self._events(p, key, source, line_no, shown, v)
-        self._triage(key, source, line_no, shown, events, v)
+        t = self._triage(key, source, line_no, shown, events, v)
+        if remember and not events:
+            # a repeat of an event line is counted by the event table itself; of a trouble
+            # line, on the trouble; of anything else, nowhere (its facts are already read)
+            self._seen[seen_key] = t
+        elif remember:
+            del self._seen[seen_key]
         return events
 
     def _known_comm(self, raw: bytes) -> bool:
@@ -261,21 +297,34 @@ class LogFacts:
         shown: str,
         events: list[Event],
         v: triage.Verdict | None,
-    ) -> None:
+    ) -> Trouble | None:
         kinds = tuple(e.kind for e in events if e.kind not in CONTEXT_KINDS)
         if v is None and not kinds:
-            return
+            return None
         if v is not None and v.role == triage.BENIGN and not kinds:
             self.benign_count += 1
-            return
+            return None
         if v is None:
             v = triage.Verdict(triage.SYMPTOM, triage.ERROR, "event")
         self.trouble_count += 1
+        t = Trouble(key, source, line_no, shown, v, kinds)
         n = self._rank_troubles.get(key, 0)
         if n >= MAX_TROUBLES_PER_RANK or len(self.troubles) >= MAX_TROUBLES:
-            return
+            # past a rank's first lines its latest are kept, the ones between are counted
+            tail = self._latest.setdefault(key, deque(maxlen=MAX_LATEST_PER_RANK))
+            if len(tail) == tail.maxlen:
+                self.summarised += 1
+            tail.append(t)
+            return t
         self._rank_troubles[key] = n + 1
-        self.troubles.append(Trouble(key, source, line_no, shown, v, kinds))
+        self.troubles.append(t)
+        return t
+
+    def all_troubles(self) -> list[Trouble]:
+        """Every kept trouble line: each rank's first ones, then its latest ones."""
+        if not self._latest:
+            return self.troubles
+        return self.troubles + [t for k in sorted(self._latest) for t in self._latest[k]]
 
     def _rank_for(self, p: Parsed, source: str, line_no: int) -> RankFacts | None:
         if p.nccl_key is not None:

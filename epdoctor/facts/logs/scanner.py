@@ -29,6 +29,8 @@ except ImportError:  # a checkout on a node without it: the memchr / find plan b
     _re2 = None
 
 CHUNK = 2 << 20  # 2 MiB: a block and its passes stay in cache (16 MiB measured 30% slower)
+SEEN_LINES = 150_000  # line hashes remembered to skip blocks that only repeat them (~13 MB)
+SEEN_GIVE_UP = 4  # blocks past a full memory with nothing repeated: stop looking
 MAX_CARRY = 1 << 20  # a partial line longer than this is scanned as a fragment
 
 MAX_LINE = 64 << 10  # a longer line is returned as a window around the hit
@@ -207,16 +209,38 @@ class Feeder:
     ``signatures.TRANSPORT_ANCHORS`` to read the channel lines of their small logs).
     """
 
-    def __init__(self, anchors: tuple[bytes, ...] = ANCHORS) -> None:
+    def __init__(self, anchors: tuple[bytes, ...] = ANCHORS, dedupe: bool = True) -> None:
         self.anchors = anchors
         self._overlap = max(len(a) for a in anchors) - 1
         self._carry = b""
         self.lines = 0  # complete lines seen
         self.bytes = 0
+        self.repeated = 0  # lines of blocks made only of lines seen before: not read again
         self._plan: Plan | None = None
         self._planned_at = 0
+        # every line of the blocks read so far, while they fit SEEN_BYTES: a block made only of
+        # lines seen before (a log that repeats itself: a warning storm, a restarted job's same
+        # output) holds nothing new to judge, which a set difference in C tells at once
+        self._seen: set[int] | None = set() if dedupe else None  # hashes of those lines
+        self._misses = 0
 
     def _block(self, buf: bytes, cut: int) -> tuple[list[Candidate], int]:
+        if self._seen is not None and cut > 0 and buf[cut - 1] == 10:  # whole lines (b"\n")
+            lines = buf[:cut].split(b"\n")
+            lines.pop()  # after the last newline: empty
+            fresh = set(map(hash, lines))
+            if self._seen and fresh <= self._seen:
+                self.repeated += len(lines)
+                return [], len(lines)
+            if len(self._seen) < SEEN_LINES:
+                self._seen |= fresh
+            else:
+                self._misses += 1
+                if self._misses >= SEEN_GIVE_UP:  # a log that does not repeat itself
+                    self._seen = None
+        return self._scan_block(buf, cut)
+
+    def _scan_block(self, buf: bytes, cut: int) -> tuple[list[Candidate], int]:
         if self._plan is None or self.bytes - self._planned_at >= REPLAN:
             self._plan = make_plan(buf[:SAMPLE], self.anchors)
             self._planned_at = self.bytes
@@ -259,7 +283,8 @@ class ScanStats:
     def __init__(self) -> None:
         self.bytes = 0
         self.lines = 0
-        self.dropped = 0
+        self.dropped = 0  # kept for the JSON schema: nothing is dropped any more
+        self.repeated = 0  # lines of blocks that only repeated lines read before
         self.workers = 1
 
 
