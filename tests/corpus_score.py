@@ -131,7 +131,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--set",
-        choices=("dev", "device", "held", "blind", "blind2"),
+        choices=("dev", "device", "held", "blind", "blind2", "blind3"),
         action="append",
         help="which sets to score (default: dev and device); blind only once, at the end",
     )
@@ -142,7 +142,7 @@ def main() -> int:
         if c.set not in (args.set or ("dev", "device")):
             continue
         by_set.setdefault(c.set, []).append((c, score(c)))
-    for name in ("dev", "device", "held", "blind", "blind2"):
+    for name in ("dev", "device", "held", "blind", "blind2", "blind3"):
         rows = by_set.get(name)
         if not rows:
             continue
