@@ -71,3 +71,13 @@ def test_dev_corpus(case: Case):
 def test_held_out_corpus_is_never_falsely_passed():
     passed = [c.file for c in HELD if c.expect_status == "fail" and score(c).verdict == "pass"]
     assert not passed, passed
+
+
+def test_blind_sets_are_never_falsely_passed_nor_healthy_runs_failed():
+    """The blind sets (scored once each by tests/corpus_score.py) hold the safety bar here."""
+    blind = [c for c in cases(blind=True) if c.blind]
+    assert len(blind) >= 90
+    passed = [c.file for c in blind if c.expect_status == "fail" and score(c).verdict == "pass"]
+    assert not passed, passed
+    failed = [c.file for c in blind if c.expect_status == "pass" and score(c).healthy_fails]
+    assert not failed, failed

@@ -338,6 +338,13 @@ def test_upstream_wordings_classify(line, code):
         ("ValueError: No available memory for the cache blocks. Try increasing "
          "`gpu_memory_utilization` when initializing the engine.", "E803"),
         ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", "E803"),
+        ("h:1:1 [0] ofi_init:1134 NCCL WARN NET/OFI Only EFA provider is supported", "N301"),
+        ("h:1:1 [0] misc/shmutils.cc:80 NCCL WARN Error: failed to extend /dev/shm/nccl-ab12 to "
+         "9637892 bytes, error: No space left on device (28)", "H803"),
+        ("[1.2] [h:7:0] ib_mlx5_dv.c:90 UCX ERROR mlx5dv_devx_alloc_uar() failed: Operation not "
+         "supported", "D812"),
+        ("ValueError: Free memory on device cuda:0 (3.22/4.0 GiB) on startup is less than desired "
+         "GPU memory utilization (0.9, 3.60 GiB).", "E803"),
         # NIXL's Python binding raising a backend status
         ("nixl._bindings.nixlBackendError: NIXL_ERR_BACKEND", "T810"),
     ],
@@ -451,3 +458,20 @@ def test_a_completed_nccl_tests_run_passes_where_efa_is_not_the_goal():
     # where EFA is the goal, a completed run proves nothing about the network: never a pass
     a = analyze_stream(data)
     assert a.worst() is Status.UNKNOWN
+
+
+def test_a_test_summary_of_zero_failures_is_not_trouble():
+    for line in ("Total: 28, Passed: 28, Failed: 0, Waived: 0", "errors: 0", "FAILED: 0"):
+        v = triage.classify(parse_line(line))
+        assert v is None or not v.is_trouble, (line, v)
+
+
+def test_every_rank_through_init_passes_where_efa_is_not_the_goal():
+    data = [
+        b"h%d:%d:%d [0] NCCL INFO comm 0x55 rank %d nranks 2 cudaDev 0 busId 1 - Init COMPLETE\n"
+        % (r, r + 1, r + 1, r)
+        for r in range(2)
+    ]
+    a = analyze_stream(data, Context(options={"expect_efa": False}))
+    assert a.worst() is Status.PASS
+    assert analyze_stream(data).worst() is Status.UNKNOWN  # EFA the goal: nothing proves it

@@ -257,17 +257,16 @@ def network_findings(
     if not final:
         return
     unseen = [r for r in ranks if r.on_efa() is None]
-    if not exp.efa and not groups and not efa and facts.kind_count("nccl_tests_ok"):
+    if not exp.efa and not groups and not efa and (done := _completed(facts, ranks)):
         # EFA is not the goal and the job says it completed: which network carried it is moot
-        (done,) = facts.events_of("nccl_tests_ok")[:1]
+        what, ev = done
         yield (
             "T701:completed",
             _f(
                 "T701",
                 Status.PASS,
-                "nccl-tests completed with 0 out-of-bounds values; EFA not expected "
-                "(--no-expect-efa): the network it used is not judged",
-                [done.evidence()],
+                f"{what}; EFA not expected (--no-expect-efa): the network it used is not judged",
+                ev,
             ),
         )
         return
@@ -302,6 +301,21 @@ def network_findings(
                 [e for r in efa[:3] for e in _ev(r, "provider")],
             ),
         )
+
+
+def _completed(facts: LogFacts, ranks: list[RankFacts]) -> tuple[str, list[str]] | None:
+    """The log's own word that the job came up: nccl-tests' clean summary, or every rank of
+    the communicator through NCCL's init (all of its nranks, each saying Init COMPLETE)."""
+    if done := facts.events_of("nccl_tests_ok")[:1]:
+        return "nccl-tests completed with 0 out-of-bounds values", [done[0].evidence()]
+    size = max((r.comm_nranks or 0 for r in ranks), default=0)
+    inited = [r for r in ranks if r.init_complete]
+    if size and len(inited) >= size and len(inited) == len(ranks):
+        return (
+            f"NCCL initialised all {size} ranks of the communicator (Init COMPLETE)",
+            [e for r in inited[:2] for e in _ev(r, "init_complete")],
+        )
+    return None
 
 
 def _fallback_reason(rs: list[RankFacts]) -> str:

@@ -119,6 +119,7 @@ class RankFacts:
     gdrcopy: list[str] = field(default_factory=list)
     comm_nranks: int | None = None  # the largest communicator this rank joined
     comm_nnodes: int | None = None  # its nNodes, where NCCL printed it (2.19+)
+    init_complete: bool = False  # NCCL said "Init COMPLETE" for a communicator of this rank
     warn_count: int = 0
     warns: list[str] = field(default_factory=list)
     evidence: dict[str, str] = field(default_factory=dict)  # fact name -> "src:line: text"
@@ -392,6 +393,9 @@ class LogFacts:
             r.transports.add(kind)
             r.evidence.setdefault(f"transport:{kind}", ev)
             return True  # a channel line says nothing else
+        if "Init COMPLETE" in msg:
+            r.init_complete = True
+            r.evidence.setdefault("init_complete", ev)
         if "anks " in msg and (m := sig.COMM_RANKS.search(msg)):
             n = int(m["n"])
             if r.comm_nranks is None or n > r.comm_nranks:
