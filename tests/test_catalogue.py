@@ -220,6 +220,16 @@ def test_log_rules_are_one_table():
         for p in r.patterns:
             re.compile(p)
         assert set(r.candidates) <= {t.code for t in knowledge.all_traps()}, r
+    for t in knowledge.all_traps():
+        for p in t.discriminator.log if t.discriminator else ():
+            re.compile(p)
+    # the scanner's stored anchors are those of this catalogue (python -m
+    # epdoctor.facts.logs.triage refreshes knowledge/log_anchors.txt)
+    from epdoctor.facts.logs.signatures import ANCHORS
+
+    assert triage.stored_anchors(ANCHORS) == triage.rule_anchors(ANCHORS), (
+        "stale knowledge/log_anchors.txt: run `python -m epdoctor.facts.logs.triage`"
+    )
     # the event table is what the rules judged one per rule say, and no module of
     # facts/logs/ carries a wording of its own beyond the extraction of facts
     assert {e.id for e in knowledge.log_events()} == {r.id for r in rules if r.per == "rule"}

@@ -21,7 +21,7 @@ from epdoctor.facts.logs import triage
 from epdoctor.facts.logs.signatures import ANCHORS as _STATIC
 
 # the signatures' and the lexicon's anchors, and one for each [[log]] rule whose lines hold none
-ANCHORS: tuple[bytes, ...] = _STATIC + triage.rule_anchors(_STATIC)
+ANCHORS: tuple[bytes, ...] = _STATIC + triage.stored_anchors(_STATIC)
 
 try:  # RE2's DFA finds any of the anchors in one pass (~0.6 GB/s a core for 45 anchors)
     import re2 as _re2

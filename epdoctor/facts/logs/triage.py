@@ -271,6 +271,48 @@ def mandatory_literal(pattern: str) -> str:
     return best if len(best) >= len(run) else run
 
 
+ANCHORS_FILE = "log_anchors.txt"  # knowledge/: rule_anchors() as last written, one per line
+
+
+def stored_anchors(existing: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    """The rules' anchors: read from knowledge/log_anchors.txt when it matches this catalogue
+    (deriving them parses every pattern, ~0.15 s a process start), derived otherwise."""
+    path = resources.files("epdoctor.knowledge") / ANCHORS_FILE
+    try:
+        head, *rows = path.read_bytes().split(b"\n")
+    except OSError:
+        return rule_anchors(existing)
+    if head.decode("ascii", "replace") != catalogue_digest():
+        return rule_anchors(existing)
+    return tuple(bytes.fromhex(r.decode("ascii")) for r in rows if r)
+
+
+def catalogue_digest() -> str:
+    """A digest of every [[log]] pattern and the static anchors: the stored anchors' key."""
+    import hashlib
+
+    from epdoctor.facts.logs.signatures import ANCHORS
+
+    h = hashlib.sha256()
+    for r in knowledge.log_rules():
+        for p in r.patterns:
+            h.update(p.encode() + b"\0")
+    for a in ANCHORS:
+        h.update(a + b"\1")
+    return h.hexdigest()[:32]
+
+
+def write_anchors() -> str:
+    """Write knowledge/log_anchors.txt for this catalogue; returns its path."""
+    from epdoctor.facts.logs.signatures import ANCHORS
+
+    path = resources.files("epdoctor.knowledge") / ANCHORS_FILE
+    rows = [catalogue_digest(), *(a.hex() for a in rule_anchors(ANCHORS))]
+    with open(str(path), "w", encoding="ascii") as f:
+        f.write("\n".join(rows) + "\n")
+    return str(path)
+
+
 def rule_anchors(existing: tuple[bytes, ...]) -> tuple[bytes, ...]:
     """Anchors for the rules' lines that no anchor of ``existing`` already finds: the mandatory
     literal of each pattern, in each case it can appear in (a discriminator's hint lines are
@@ -433,3 +475,7 @@ def _subsystem(p: Parsed, hay: str) -> str:
     if _LIBFABRIC.search(hay):
         return "libfabric"
     return "other"
+
+
+if __name__ == "__main__":  # python -m epdoctor.facts.logs.triage: refresh the stored anchors
+    print(write_anchors())
