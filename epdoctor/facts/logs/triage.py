@@ -328,7 +328,7 @@ def rule_anchors(existing: tuple[bytes, ...]) -> tuple[bytes, ...]:
             continue
         caseless = p.startswith("(?i") or "(?i" in p[:12]
         forms = {lit, lit.lower(), lit.upper(), lit[:1].upper() + lit[1:]} if caseless else {lit}
-        for form in forms:
+        for form in sorted(forms):
             b = form.encode("utf-8", "replace")[:40]
             if not any(a in b for a in existing) and not any(a in b for a in out):
                 out[b] = None
