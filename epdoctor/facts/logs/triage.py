@@ -1,22 +1,22 @@
 """Open-world triage: every line that signals trouble is judged, known or not.
 
 ``classify(parsed)`` looks at one attributed line (``prefix.Parsed``) and says whether it signals
-trouble, and if so which subsystem wrote it, how bad it is, and which mechanism it shows:
+trouble, and if so which subsystem wrote it, how bad it is, and which mechanism it shows. The
+knowledge is data, read once at import: the traps' ``[[log]]`` rules (knowledge/traps/*.toml)
+and the lexicon (knowledge/log_lexicon.toml). This module compiles and applies them:
 
-- a *known* mechanism (a rule of ``RULES``) carries its trap code and a role: ``cause`` (the line
-  names why: an errno text, a missing library or symbol, a limit, a provider error) or ``symptom``
-  (what the cause led to: "Failed to initialize any NET plugin", an NCCL error code, a
-  torchrun failure summary);
-- a line of no known mechanism still counts when it is trouble by its shape: an NCCL ``WARN``, a
-  libfabric ``<warn>``/``<error>``, a UCX ``ERROR``, the last line of a Python traceback, an
-  ``ERROR``-level engine line. It gets the subsystem's "unrecognised" code, so nothing a human
-  would read as an error is lost;
-- ``BENIGN_PATTERNS`` are what healthy runs print (CollNet symbol probes, ``dlvsym failed on
-  mlx5dv_*``, the IPv6 ``localhost`` store warning...): counted, never a failure.
+- a *known* mechanism (a ``[[log]]`` rule, first match in ``order``) carries its trap code and a
+  role: ``cause`` (the line names why: an errno text, a missing library or symbol, a limit, a
+  provider error) or ``symptom`` (what a cause led to: an NCCL error code, a crash, a torchrun
+  summary); rules judged per rule or in code (the event table) are read before the benign list;
+- a line of no rule still counts when it is trouble by its shape (an NCCL ``WARN``, a libfabric
+  ``<warn>``/``<error>``, a UCX ``ERROR``, the last line of a Python traceback) or by the
+  lexicon's words, whatever its prefix or format: a fatal word is an unrecognised failure from
+  the subsystem that wrote it (E810), a trouble word a warning, a notice info;
+- the lexicon's benign lines are what healthy runs print: counted, never a failure.
 
-Rules match the mechanism's upstream wording, several variants each (NCCL 2.4-2.30, aws-ofi-nccl
-1.x-1.22, libfabric, torch, the engines), never a particular log's incidental text. Everything
-here is pure: no I/O, no state.
+Rules match the mechanism's upstream wording (each rule cites its sources), never a particular
+log's incidental text. ``classify`` itself is pure.
 """
 
 from __future__ import annotations
