@@ -2,10 +2,14 @@
 
 Modules:
 
-- ``signatures``: the upstream wordings read (regexes) and ``ANCHORS``, the byte literals every
-  signature line contains; ``TRANSPORT_ANCHORS`` adds NCCL's channel lines (which transport
-  joins each rank to its peers), read only where asked (the launch gates: their logs are small).
-- ``scanner``: bytes in, candidate lines out. ``scan_block`` finds anchors (memchr on a rare byte, else ``bytes.find``)
+- ``signatures``: the wordings facts are extracted from (NCCL's version, env, provider and
+  network lines; context such as vLLM's all2all manager) and ``ANCHORS``, the byte literals of
+  the lexicon; ``TRANSPORT_ANCHORS`` adds NCCL's channel lines, read only where asked (the
+  launch gates: their logs are small).
+- ``triage``: the trouble a line signals, by the catalogue's ``[[log]]`` rules and the lexicon
+  (knowledge/): the one table every reader of logs applies.
+- ``scanner``: bytes in, candidate lines out (the anchors: the lexicon's and one per rule whose
+  lines hold none of those; a block that only repeats lines read before is skipped whole). ``scan_block`` finds anchors (memchr on a rare byte, else ``bytes.find``)
   over 2 MiB blocks and returns only the lines around hits, with line numbers;
   ``Feeder.feed(bytes)`` / ``close()`` do it incrementally with a bounded carry. Reading files,
   ``-`` (stdin) and ``.gz`` (two processes for a large regular file) is
