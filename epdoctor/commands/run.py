@@ -69,6 +69,14 @@ def run(args: argparse.Namespace) -> int:
         except LaunchError as exc:  # what was started is stopped by then
             print(f"epdoctor run {what}: {exc}", file=sys.stderr)
             return exitcodes.ERROR
+        except KeyboardInterrupt as exc:
+            if what != "down":
+                raise
+            from epdoctor.launch.guard import signal_name
+
+            # before the deletion began (it holds signals until it ends): nothing was deleted
+            print(f"epdoctor run down: {signal_name(exc)}: nothing was deleted", file=sys.stderr)
+            return guard.exit_code(exitcodes.INTERRUPTED)
         finally:
             close_nodes(_OPEN)
             _OPEN.clear()

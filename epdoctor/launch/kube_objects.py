@@ -242,19 +242,23 @@ def phase(objects: PlanObjects, run_serve: bool) -> list[dict[str, Any]]:
 
 def owned(live: dict[str, Any]) -> bool:
     """Applied by epdoctor: its field manager owns it (Apply) and it carries the label."""
-    meta = live.get("metadata") or {}
-    managers = meta.get("managedFields") or []
+    meta = live.get("metadata") if isinstance(live.get("metadata"), dict) else {}
+    managers = meta.get("managedFields") if isinstance(meta.get("managedFields"), list) else []
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
     applied = any(
-        m.get("manager") == FIELD_MANAGER and m.get("operation") == "Apply" for m in managers
+        isinstance(m, dict) and m.get("manager") == FIELD_MANAGER and m.get("operation") == "Apply"
+        for m in managers
     )
-    return applied and (meta.get("labels") or {}).get(MANAGED_BY) == FIELD_MANAGER
+    return applied and labels.get(MANAGED_BY) == FIELD_MANAGER
 
 
 def managers(live: dict[str, Any]) -> str:
-    names = sorted(
-        {str(m.get("manager")) for m in (live.get("metadata") or {}).get("managedFields") or []}
-    )
-    return ", ".join(names) or "no field manager recorded"
+    from epdoctor.safeio import plain
+
+    meta = live.get("metadata") if isinstance(live.get("metadata"), dict) else {}
+    fields = meta.get("managedFields") if isinstance(meta.get("managedFields"), list) else []
+    names = sorted({plain(m.get("manager"))[:63] for m in fields if isinstance(m, dict)})
+    return ", ".join(names[:8]) or "no field manager recorded"
 
 
 def changes(live: dict[str, Any], want: dict[str, Any], limit: int = 12) -> list[str]:

@@ -119,6 +119,7 @@ class Outcome:
     result: Any = None  # KernelReport, a serve summary, SmokeResult, BenchResults, isolation
     failed_early: bool = False  # a node failed and the others were stopped
     exc: BaseException | None = None  # the error, or the interrupt (Ctrl-C, SIGTERM, SIGHUP)
+    left: list[str] = field(default_factory=list)  # applied, to be deleted, and still there
 
 
 class Session:
