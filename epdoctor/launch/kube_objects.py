@@ -85,7 +85,13 @@ class PlanObjects:
     @property
     def leader_address(self) -> str:
         """The leader's name on the headless Service, as the pods resolve it."""
+        from epdoctor.schema import DNS_LABEL
+
         svc = self.statefulset["spec"].get("serviceName", "")
+        if not isinstance(svc, str) or len(svc) > 63 or not DNS_LABEL.match(svc):
+            raise PlanObjectsError(
+                f"the StatefulSet's serviceName {str(svc)[:60]!r} is not a DNS-1123 label"
+            )
         return f"{self.name}-0.{svc}.{self.namespace}.svc.cluster.local"
 
     def refs(self) -> list[tuple[str, str]]:
@@ -320,10 +326,17 @@ def _keyed(items: list[Any]) -> dict[str, Any] | None:
 
 
 def _short(v: Any) -> str:
+    """A value for a diff line: redacted whole (a URL's password, a token anywhere in it), then
+    cleaned of control characters, then cut; cutting first would leave half a token that no
+    finder recognises."""
+    from epdoctor.redact import redact_obj
+    from epdoctor.safeio import plain
+
     if v is None:
         return "(none)"
+    v = redact_obj(v)
     text = repr(v) if not isinstance(v, str) else v
-    text = text.replace("\n", "\\n")
+    text = plain(text.replace("\n", "\\n"))
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -172,9 +172,10 @@ class RolloutPlan:
 
     def kernel_command(self) -> str:
         """The plan's kernel test with the rendezvous variables the manifest's script sets."""
+        # the address is checked (kube_objects) and quoted: a manifest is untrusted input
         resolve = (
             'NODE_RANK="$POD_INDEX"; LEADER_ADDR="$(getent hosts '
-            f"{self.objects.leader_address} | awk '{{print $1; exit}}')\"; "
+            f"{shlex.quote(self.objects.leader_address)} | awk '{{print $1; exit}}')\"; "
             "export NODE_RANK LEADER_ADDR; "
         )
         return resolve + self.kernel_run

@@ -39,7 +39,7 @@ KINDS: dict[tuple[str, str], str] = {
     ("v1", "Service"): "services",
     ("apps/v1", "StatefulSet"): "statefulsets",
 }
-_PROXY_PATH = re.compile(r"^/[A-Za-z0-9_./-]*$")
+_PROXY_PATH = re.compile(r"^/[A-Za-z0-9_./-]*\Z")
 MAX_PROXY_BODY = 16 << 20
 
 
