@@ -98,6 +98,17 @@ def text(max_len: int, lines: bool = False) -> Callable[[Any, str], str]:
     return check
 
 
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+
+
+def token(value: Any, field: str) -> str:
+    """A word from a fixed vocabulary (an engine, a transport, an instance type, a mode)."""
+    if not isinstance(value, str) or not _TOKEN.match(value):
+        raise BadInput(f"{field} must be a single word (letters, digits, '.', '_', '-'), not "
+                       f"{_show(value)}")  # fmt: skip
+    return value
+
+
 def pin(value: Any, field: str) -> str:
     if not isinstance(value, str) or not PIN.match(value):
         raise BadInput(f"{field} must be a commit (7-40 hex digits) or a version, not "
@@ -150,17 +161,17 @@ def _hosts(value: Any, field: str) -> list[Any]:
 
 
 INPUT_FIELDS: dict[str, Callable[[Any, str], Any]] = {
-    "engine": text(32),
-    "transport": text(32),
+    "engine": token,
+    "transport": token,
     "target": one_of("kubernetes", "bare"),
-    "instance": text(64),
+    "instance": token,
     "nodes": integer(1, MAX_NODES),
     "gpus_per_node": integer(1, MAX_GPUS),
     "model": text(256),
     "namespace": label(63),
     "name": label(MAX_NAME),
     "image": text(512),
-    "nccl": text(32),
+    "nccl": token,
     "vllm_pin": pin,
     "hosts": _hosts,
     "num_experts": integer(1, 1 << 20),
@@ -169,16 +180,16 @@ INPUT_FIELDS: dict[str, Callable[[Any, str], Any]] = {
 }
 
 PLAN_FIELDS: dict[str, Callable[[Any, str], Any]] = {
-    "verdict": text(32),
+    "verdict": one_of("supported", "supported with caveats", "not supported"),
     "name": label(MAX_NAME),
     "nodes": integer(1, MAX_NODES),
     "gpus_per_node": integer(1, MAX_GPUS),
     "efa_per_node": integer(0, MAX_EFA),
     "world": integer(1, MAX_NODES * MAX_GPUS),
     "serve_ep": integer(1, MAX_NODES * MAX_GPUS),
-    "instance": text(64),
-    "mode": text(16),
-    "nccl": text(32),
+    "instance": token,
+    "mode": token,
+    "nccl": token,
     "vllm_pin": pin,
     "image": text(512),
     "env": _env,

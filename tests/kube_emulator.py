@@ -27,7 +27,8 @@ corrected or added:
   a bad answer, the ones a real client meets behind a broken proxy or an
   overloaded server: ``html`` (200 with an HTML proxy page), ``truncated``
   (half a JSON object), ``shape`` (valid JSON of the wrong type), ``stall``
-  (headers and a few bytes of body, then silence until the client gives up),
+  (headers and a few bytes of body, then silence until the client gives up), ``wrong-object``
+  (200 with a JSON object that is not the one asked for),
   ``exec-drop`` (an exec websocket that closes with no frame and no status), or an HTTP
   code (``"401"``, ``"403"``, ``"500"``: the API's Status of that code). A rule ``"DELETE
   /statefulsets/"`` matches that method only; a mode ``"after:N:MODE"`` answers the first N
@@ -324,6 +325,9 @@ class KubeEmulator(WorkloadsMixin, kmock.KubernetesEmulator):
             with contextlib.suppress(asyncio.CancelledError, ConnectionError):
                 await asyncio.sleep(3600)  # the client's timeout ends this request
             return resp
+        if mode == "wrong-object":  # 200 with a JSON object that is not the one asked for
+            return aiohttp.web.json_response({"kind": "Status", "apiVersion": "v1",
+                                              "status": "Success", "metadata": {}})  # fmt: skip
         if mode.isdigit():  # an API Status of that HTTP code (401, 403, 409, 500, 503...)
             reasons = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
                        500: "InternalError", 503: "ServiceUnavailable"}  # fmt: skip

@@ -67,10 +67,12 @@ def maybe_rollout(args: argparse.Namespace, plan: dict[str, Any], what: str) -> 
 
 
 def _confirm(args: argparse.Namespace, out: Any, rp: Any) -> int | None:
+    from epdoctor.safeio import markup
+
     o = rp.objects
     out.print(
-        f"[bold]epdoctor will bring up {o.name} ({rp.engine}, {o.replicas} pod(s)) for "
-        f"{rp.options.what}:[/bold]"
+        f"[bold]epdoctor will bring up {markup(o.name)} ({markup(rp.engine)}, {o.replicas} "
+        f"pod(s)) for {rp.options.what}:[/bold]"
     )
     for note in o.lint_notes:
         out.print(f"  lint (info): {note}", markup=False, soft_wrap=True)
@@ -129,7 +131,8 @@ def _run(out: Any, rp: Any) -> int:
         _wait(done)
     outcome = result[0] if result else None
     if outcome is None or outcome.result is None:
-        out.print(f"[red]the rollout ended without a result {outcome.error if outcome else ''}[/red]")
+        why = outcome.error if outcome else ""
+        out.print(f"the rollout ended without a result {why}", markup=False, style="red")
         return exitcodes.ERROR
     _report(out, rp, outcome.result, outcome, board)
     if outcome.left:
@@ -230,6 +233,8 @@ class _Sinks:
 
 
 def _report(out: Any, rp: Any, rollout: Any, outcome: Any, board: Any) -> None:
+    from epdoctor.safeio import markup
+
     if out.json:
         doc = {
             "what": outcome.what,
@@ -252,7 +257,8 @@ def _report(out: Any, rp: Any, rollout: Any, outcome: Any, board: Any) -> None:
         if outcome.gates:
             out.gates(outcome.gates)
         for source, f in rollout.findings:
-            out.print(f"  {f.status.value.upper()} {f.code} {f.title} [dim]({source})[/dim]")
+            out.print(f"  {f.status.value.upper()} {f.code} {markup(f.title)} "
+                      f"[dim]({markup(source)})[/dim]")  # fmt: skip
     out.stopped(outcome.stopped)
     label = "unverifiable" if outcome.status == "unknown" else outcome.status
     out.print(f"{outcome.what} on Kubernetes: {label}")
@@ -289,8 +295,8 @@ def run_down(args: argparse.Namespace) -> int:
                 "nothing was deleted"
             ) from None
         if not out.json:
-            out.print(f"[bold]epdoctor run down: {objects.name} in namespace {ns}[/bold]",
-                      markup=True)  # fmt: skip
+            out.print(f"epdoctor run down: {objects.name} in namespace {ns}", markup=False,
+                      style="bold")  # fmt: skip
             for line in plan_lines:
                 out.print(f"  {line}", markup=False)
         if args.dry_run:

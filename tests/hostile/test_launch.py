@@ -11,6 +11,8 @@ what is left applied, no traceback, no hang, nothing of epdoctor's left behind (
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -122,6 +124,107 @@ def test_a_take_down_that_fails_has_its_own_exit_code(cluster, tmp_path):
             code=exitcodes.TAKEDOWN_INCOMPLETE, one_line=False,
             says=r"take-down incomplete: still there: statefulset/vllm-deepep .*run down"))  # fmt: skip
         assert exitcodes.TAKEDOWN_INCOMPLETE not in (exitcodes.FINDINGS, exitcodes.ERROR)
+    finally:
+        cleanup(cluster, ns, plan)
+    assert not wait_gone(cluster, ns)
+
+
+# ---- `run down` against a hostile API ----------------------------------------------------------
+
+
+def applied(cluster, tmp_path, ns: str) -> Path:
+    """A plan whose objects epdoctor applied (--keep leaves them up)."""
+    plan = plan_for(tmp_path, ns)
+    r = kube(cluster, "run", "kernel-test", "--plan", str(plan), "--yes", "--no-preflight",
+             "--keep", "--timeout", "60", timeout=90)  # fmt: skip
+    assert r.rc in (0, 1), r.err[-400:]
+    return plan
+
+
+DOWN_CASES = [
+    ("read-401", "GET /statefulsets/", "401", exitcodes.ERROR, r"API \(HTTP 401\).*nothing was deleted"),
+    ("read-403", "GET /statefulsets/", "403", exitcodes.ERROR, r"API \(HTTP 403\).*nothing was deleted"),
+    ("read-500", "GET /statefulsets/", "500", exitcodes.ERROR, r"API \(HTTP 500\).*nothing was deleted"),
+    ("read-html", "GET /statefulsets/", "html", exitcodes.ERROR, r"HTML.*nothing was deleted"),
+    ("read-truncated", "GET /statefulsets/", "truncated", exitcodes.ERROR, r"JSON.*nothing was deleted"),
+    ("read-shape", "GET /statefulsets/", "shape", exitcodes.ERROR, r"nothing was deleted"),
+    ("read-garbage", "GET /statefulsets/", "wrong-object", exitcodes.ERROR,
+     r"not the StatefulSet asked for.*nothing was deleted"),
+    ("read-stall", "GET /statefulsets/", "stall", exitcodes.ERROR, r"nothing was deleted"),
+    ("delete-500", "DELETE /statefulsets/", "500", exitcodes.TAKEDOWN_INCOMPLETE,
+     r"take-down incomplete: still there: statefulset/vllm-deepep"),
+    ("delete-403", "DELETE /services/", "403", exitcodes.TAKEDOWN_INCOMPLETE,
+     r"take-down incomplete: still there: service/"),
+    ("delete-garbage", "GET /statefulsets/", "after:1:wrong-object", exitcodes.TAKEDOWN_INCOMPLETE,
+     r"take-down incomplete: still there: statefulset/vllm-deepep"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("cid", "rule", "mode", "code", "says"), DOWN_CASES,
+                         ids=[c[0] for c in DOWN_CASES])  # fmt: skip
+def test_run_down_against_a_hostile_api(cluster, tmp_path, cid, rule, mode, code, says):
+    ns = f"d-{cid}"
+    plan = applied(cluster, tmp_path, ns)
+    verb, path = rule.split(" ", 1)
+    cluster.emulator.hostile[f"{verb} /namespaces/{ns}{path}"] = mode
+    cluster.emulator.hostile_seen.clear()
+    try:
+        r = kube(cluster, "run", "down", "--plan", str(plan), "--yes", timeout=60)
+    finally:
+        cluster.emulator.hostile.clear()
+    try:
+        judge(f"down/{cid}", r, Expect(code=code, says=says, max_s=40))
+        assert "left alone" not in r.out, r.out  # garbage is never "not epdoctor's"
+    finally:
+        cleanup(cluster, ns, plan)
+    assert not wait_gone(cluster, ns)
+
+
+def test_run_down_json_dry_run_prints_json(cluster, tmp_path):
+    ns = "d-json"
+    plan = applied(cluster, tmp_path, ns)
+    try:
+        r = kube(cluster, "run", "down", "--plan", str(plan), "--json", "--dry-run")
+        judge("down/json-dry-run", r, Expect(code=0, one_line=False))
+        doc = json.loads(r.out)
+        assert doc["dry_run"] is True and doc["done"] == []
+        assert "delete:    statefulset/vllm-deepep" in doc["plan"]
+        assert left(cluster, ns)  # nothing deleted
+    finally:
+        cleanup(cluster, ns, plan)
+
+
+def test_sighup_during_run_down_finishes_the_deletion(cluster, tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    ns = "d-sighup"
+    plan = applied(cluster, tmp_path, ns)
+    # the StatefulSet's delete stalls for --request-timeout: SIGHUP arrives in the middle
+    cluster.emulator.hostile[f"DELETE /namespaces/{ns}/statefulsets/"] = "stall"
+    try:
+        p = subprocess.Popen(
+            [sys.executable, "-m", "epdoctor", "run", "down", "--plan", str(plan), "--yes",
+             "--kubeconfig", str(cluster.kubeconfig), "--request-timeout", "3"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while not any(s.startswith("DELETE") and ns in s for s in cluster.emulator.seen):
+            assert time.monotonic() < deadline and p.poll() is None
+            time.sleep(0.05)
+        p.send_signal(signal.SIGHUP)
+        out, err = p.communicate(timeout=40)
+    finally:
+        cluster.emulator.hostile.clear()
+    try:
+        both = out + err
+        assert "Traceback" not in both, both[-1500:]
+        assert "SIGHUP arrived during the take-down; it was finished first" in err, err
+        # the stalled delete failed: the take-down is incomplete, said with its own code
+        assert p.returncode == exitcodes.TAKEDOWN_INCOMPLETE, (p.returncode, err)
+        assert "deleted service/vllm-deepep in namespace d-sighup" in out  # it went on
     finally:
         cleanup(cluster, ns, plan)
     assert not wait_gone(cluster, ns)
