@@ -360,3 +360,41 @@ def test_plan_refuses_a_hostile_config_json_and_pins(tmp_path):
         except AssertionError as exc:
             failed.append(f"{cid}: {exc}")
     assert not failed, "\n".join(failed)
+
+
+# ---- ownership by identity --------------------------------------------------------------------
+
+
+def test_a_bystander_pod_with_the_label_gets_no_exec(cluster, tmp_path):
+    from kube_emulator import running_pod
+
+    from epdoctor.launch import kube_objects as ko
+
+    ns = "h-bystander"
+    plan = plan_for(tmp_path, ns)
+    labels = ko.load_objects(json.loads(plan.read_text()), str(plan), ns).statefulset["spec"][
+        "selector"]["matchLabels"]  # fmt: skip
+    intruder = running_pod("intruder", ns)
+    intruder["metadata"]["labels"] = {**labels, "apps.kubernetes.io/pod-index": "0"}
+    intruder["metadata"]["ownerReferences"] = [  # claims a StatefulSet owner of another UID
+        {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": NAME, "uid": "not-the-real-one"}]
+    cluster.put(intruder)
+    before = len(cluster.emulator.exec_calls)
+    try:
+        r = kube(cluster, "run", "kernel-test", "--plan", str(plan), "--yes", "--timeout", "90",
+                 timeout=180)  # fmt: skip
+        execs = [c["pod"] for c in cluster.emulator.exec_calls[before:] if c["namespace"] == ns]
+        assert "intruder" not in execs, execs
+        assert execs, "the rollout ran nothing in its own pods"
+        assert "left alone: pod/intruder" in r.out, r.out[-2000:]
+        assert "Traceback" not in r.out + r.err
+        assert r.rc in (0, 1), r.err[-500:]  # the kernel test ran on epdoctor's pods only
+    finally:
+        cleanup(cluster, ns, plan)
+    from epdoctor.targets.kube import KubeSession
+
+    s = KubeSession.connect(None, str(cluster.kubeconfig))
+    try:  # the bystander is not epdoctor's: still there
+        assert s.call("pod", s.core.read_namespaced_pod, "intruder", ns)["metadata"]["name"]
+    finally:
+        s.close()
