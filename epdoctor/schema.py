@@ -188,7 +188,7 @@ PLAN_FIELDS: dict[str, Callable[[Any, str], Any]] = {
     "world": integer(1, MAX_NODES * MAX_GPUS),
     "serve_ep": integer(1, MAX_NODES * MAX_GPUS),
     "instance": token,
-    "mode": token,
+    "mode": one_of("eager", "graphs", "n/a"),
     "nccl": token,
     "vllm_pin": pin,
     "image": text(512),
@@ -198,19 +198,19 @@ PLAN_FIELDS: dict[str, Callable[[Any, str], Any]] = {
 
 
 def check_plan(doc: Any, where: str) -> dict[str, Any]:
-    """plan.json checked against PLAN_FIELDS and INPUT_FIELDS; a field that is absent or null
-    is left to the reader's default."""
+    """plan.json checked against PLAN_FIELDS and INPUT_FIELDS; a field that is absent, null or
+    the empty string (unset) is left to the reader's default."""
     if not isinstance(doc, dict):
         raise BadInput(f"{where} is not a plan (expected a JSON object)")
     for key, check in PLAN_FIELDS.items():
-        if doc.get(key) is not None:
+        if doc.get(key) not in (None, ""):
             check(doc[key], f"{where}: {key}")
     inp = doc.get("input")
     if inp is not None:
         if not isinstance(inp, dict):
             raise BadInput(f"{where}: input must be an object")
         for key, check in INPUT_FIELDS.items():
-            if inp.get(key) is not None:
+            if inp.get(key) not in (None, ""):
                 check(inp[key], f"{where}: input.{key}")
     return doc
 

@@ -39,6 +39,7 @@ class Shared:
     fleet: list[Any] = field(default_factory=list)
     plan: Any | None = None  # epdoctor.plan.Plan
     plan_dir: str = ""
+    launch_plan: Any | None = None  # what Launch uses: --plan, or a plan written from Plan
     launches: list[Any] = field(default_factory=list)  # runs with .stop() -> list[str]
     target_label: str = "not diagnosed yet"
     target_names: list[str] = field(default_factory=list)
@@ -98,6 +99,7 @@ class EpdoctorApp(App[int]):
         if plan_path:
             self.shared.plan = load_plan_file(plan_path)
             self.shared.plan_dir = plan_path
+            self.shared.launch_plan = self.shared.plan
 
     COMMANDS = App.COMMANDS | {lambda: ActionsProvider}
 
@@ -189,9 +191,12 @@ class EpdoctorApp(App[int]):
         self.sub_title = plain(f"target: {s.target_label} · plan: {s.plan_label()}")
 
     def set_plan(self, plan: Any, directory: str = "") -> None:
+        """The Plan screen's plan; with ``directory`` (written to disk) also the one Launch
+        uses. A draft on the Plan screen never changes what Launch does."""
         self.shared.plan = plan
         if directory:
             self.shared.plan_dir = directory
+            self.shared.launch_plan = plan
         self.update_header()
 
     def stop_all(self) -> list[str]:
