@@ -398,3 +398,27 @@ def test_a_bystander_pod_with_the_label_gets_no_exec(cluster, tmp_path):
         assert s.call("pod", s.core.read_namespaced_pod, "intruder", ns)["metadata"]["name"]
     finally:
         s.close()
+
+
+@pytest.mark.parametrize(("cid", "old", "new", "says"), [
+    ("replicas-100000", "replicas: 2", "replicas: 100000", r"replicas must be 1\.\.64|replicas"),
+    ("service-name-shell", "serviceName: vllm-deepep-headless",
+     "serviceName: 'x$(touch /tmp/epd-pwn-svc)'", r"serviceName|DNS"),
+])  # fmt: skip
+def test_a_hostile_manifest_is_refused_before_it_is_used(cluster, tmp_path, cid, old, new, says):
+    ns = f"m-{cid}"
+    plan = plan_for(tmp_path, ns)
+    manifest = plan.parent / "kubernetes" / f"{NAME}.yaml"
+    text = manifest.read_text()
+    assert old in text
+    manifest.write_text(text.replace(old, new))
+    before = len(cluster.emulator.seen)
+    r = kube(cluster, "run", "kernel-test", "--plan", str(plan), "--yes", "--no-preflight",
+             timeout=60)  # fmt: skip
+    try:
+        judge(f"manifest/{cid}", r, Expect(code=exitcodes.ERROR, says=says, max_s=30))
+        assert len(cluster.emulator.seen) - before < 20, "bounded before any check"
+        assert not Path("/tmp/epd-pwn-svc").exists()
+        assert left(cluster, ns) == {}
+    finally:
+        cleanup(cluster, ns, plan)
