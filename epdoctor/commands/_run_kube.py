@@ -237,15 +237,10 @@ def _report(out: Any, rp: Any, rollout: Any, outcome: Any, board: Any) -> None:
 
     if out.json:
         doc = {
-            "what": outcome.what,
-            "status": outcome.status,
+            **outcome.to_json(),
             "namespace": rp.ns,
             "objects": [f"{k}/{n}" for k, n in rp.objects.refs()],
-            "gates": [g.to_json() for g in outcome.gates],
             "findings": [{"source": s, **f.to_json()} for s, f in rollout.findings],
-            "stopped": outcome.stopped,
-            "left": outcome.left,
-            "error": outcome.error,
             # the last lines of every pane (a pod's Kubernetes state and its log, each test)
             "panes": {name: list(pane.lines) for name, pane in board.panes.items()},
         }
