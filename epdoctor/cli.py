@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args._run(args))
     except EpdoctorError as exc:
         print(f"epdoctor: error: {exc}", file=sys.stderr)
-        return exitcodes.ERROR
+        return int(getattr(exc, "exit_code", exitcodes.ERROR))
     except KeyboardInterrupt:
         print("epdoctor: interrupted", file=sys.stderr)
         return exitcodes.INTERRUPTED

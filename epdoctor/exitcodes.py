@@ -7,6 +7,7 @@ from epdoctor.model import Status, TargetResult
 OK = 0  # no finding at or above the --fail-on level
 FINDINGS = 1  # findings at or above the --fail-on level (default: fail)
 ERROR = 2  # epdoctor could not run (bad arguments, unreachable target, no probe output)
+TAKEDOWN_INCOMPLETE = 3  # `run --plan` / `run down`: something epdoctor applied is still there
 INTERRUPTED = 130  # Ctrl-C
 
 

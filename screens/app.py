@@ -26,6 +26,7 @@ from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from epdoctor.model import Context
+from epdoctor.safeio import plain
 
 
 @dataclass
@@ -38,6 +39,7 @@ class Shared:
     fleet: list[Any] = field(default_factory=list)
     plan: Any | None = None  # epdoctor.plan.Plan
     plan_dir: str = ""
+    launch_plan: Any | None = None  # what Launch uses: --plan, or a plan written from Plan
     launches: list[Any] = field(default_factory=list)  # runs with .stop() -> list[str]
     target_label: str = "not diagnosed yet"
     target_names: list[str] = field(default_factory=list)
@@ -97,6 +99,7 @@ class EpdoctorApp(App[int]):
         if plan_path:
             self.shared.plan = load_plan_file(plan_path)
             self.shared.plan_dir = plan_path
+            self.shared.launch_plan = self.shared.plan
 
     COMMANDS = App.COMMANDS | {lambda: ActionsProvider}
 
@@ -142,11 +145,13 @@ class EpdoctorApp(App[int]):
             text = str(exc) if isinstance(exc, (ValueError, OSError)) else f"{exc}"
             self.post_message(DiagnosisFailed(redact_text(text) or type(exc).__name__))
             return
-        self.shared.target_label = redact_text(describe_targets(targets))
-        self.post_message(TargetsResolved([redact_text(t.info.name) for t in targets]))
+        # names came from a bundle, a hosts file or the API: redacted and cleaned of control
+        # sequences (OSC 0/8/52 would retitle the window, fill the clipboard, plant a link)
+        self.shared.target_label = plain(redact_text(describe_targets(targets)))
+        self.post_message(TargetsResolved([plain(redact_text(t.info.name)) for t in targets]))
 
         def progress(target: Any, state: str) -> None:
-            self.post_message(TargetProgress(redact_text(target.info.name), state))
+            self.post_message(TargetProgress(plain(redact_text(target.info.name)), state))
 
         request = DiagnoseRequest(spec, self.shared.ctx, ProbeOptions(timeout_s=60), parallel=16)
         report = diagnose(request, targets, progress=progress)
@@ -183,12 +188,15 @@ class EpdoctorApp(App[int]):
     # --- shared state -------------------------------------------------------
     def update_header(self) -> None:
         s = self.shared
-        self.sub_title = f"target: {s.target_label} · plan: {s.plan_label()}"
+        self.sub_title = plain(f"target: {s.target_label} · plan: {s.plan_label()}")
 
     def set_plan(self, plan: Any, directory: str = "") -> None:
+        """The Plan screen's plan; with ``directory`` (written to disk) also the one Launch
+        uses. A draft on the Plan screen never changes what Launch does."""
         self.shared.plan = plan
         if directory:
             self.shared.plan_dir = directory
+            self.shared.launch_plan = plan
         self.update_header()
 
     def stop_all(self) -> list[str]:
@@ -298,12 +306,10 @@ class ActionsProvider(Provider):
 
 def load_plan_file(path: str) -> Any:
     """A plan.json written by `epdoctor plan -o DIR`, made again from its input."""
-    import json
-
     from epdoctor.plan import PlanInput, make_plan
+    from epdoctor.schema import load_plan_file as load_checked
 
-    with open(path, encoding="utf-8") as f:
-        doc = json.load(f)
+    doc = load_checked(path)  # the one input boundary: bounded, regular, checked
     fields = dict(doc.get("input") or {})
     fields["hosts"] = tuple(fields.get("hosts") or ())
     known = set(PlanInput.__dataclass_fields__)

@@ -56,14 +56,18 @@ class ConfirmScreen(ModalScreen[bool]):
     ]
 
     def __init__(self, title: str, commands: list[str], note: str = "") -> None:
+        from epdoctor.safeio import plain
+
         super().__init__()
-        self.title_text = title
-        self.commands = commands
-        self.note = note
+        # what the operator approves comes from plan.json and flags: shown as text (no markup,
+        # no control sequences that could hide part of a command from this very screen)
+        self.title_text = plain(title)
+        self.commands = [plain(c) for c in commands]
+        self.note = plain(note)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm"):
-            yield Static(self.title_text, id="confirm-title")
+            yield Static(self.title_text, id="confirm-title", markup=False)
             with VerticalScroll(id="confirm-commands"):
                 for c in self.commands:
                     yield Static(c, classes="command", markup=False)

@@ -193,7 +193,8 @@ class LaunchScreen(Screen[None]):
         flags = self.query_one("#launch-flags", Input).value
         shared = self.app.shared  # type: ignore[attr-defined]
         try:
-            launch = prepare(what, flags, shared.plan, shared.target_argv)
+            # the plan given with --plan or written from the Plan screen: never its draft
+            launch = prepare(what, flags, shared.launch_plan, shared.target_argv)
         except Exception as exc:  # bad flags, a target that cannot run anything: said
             why = str(exc) or type(exc).__name__
             if shared.target_argv:
@@ -239,6 +240,9 @@ class LaunchScreen(Screen[None]):
         session = Session(launch, self._sink, self._gate, self._finding, log_watch_factory())
         self.app.shared.launches.append(session)  # type: ignore[attr-defined]
         self.post_message(LaunchStarted(launch.what, launch.lines))
+        # out of the flags field: the keys the screen advertises (s stop, w wrap, / search)
+        # act at once instead of typing letters while the engine runs
+        self.query_one("#launch-status", DataTable).focus()
         self._run(session)
 
     def _reset(self) -> None:

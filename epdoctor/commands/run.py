@@ -69,6 +69,14 @@ def run(args: argparse.Namespace) -> int:
         except LaunchError as exc:  # what was started is stopped by then
             print(f"epdoctor run {what}: {exc}", file=sys.stderr)
             return exitcodes.ERROR
+        except KeyboardInterrupt as exc:
+            if what != "down":
+                raise
+            from epdoctor.launch.guard import signal_name
+
+            # before the deletion began (it holds signals until it ends): nothing was deleted
+            print(f"epdoctor run down: {signal_name(exc)}: nothing was deleted", file=sys.stderr)
+            return guard.exit_code(exitcodes.INTERRUPTED)
         finally:
             close_nodes(_OPEN)
             _OPEN.clear()
@@ -216,11 +224,17 @@ def finish(view: Any, launch: Any) -> int:
         return exitcodes.INTERRUPTED
     if out.status == "detached":
         if view.json and out.result is not None:
-            print(json.dumps({"gate": out.gates[0].to_json(), **out.result}, indent=2))
+            print(json.dumps({"gate": _ready_gate(out), **out.result}, indent=2))
         view.detached(session.procs, launch.cfg.run_dir)
         return exitcodes.OK
     shown = {"kernel-test": _kernel_test, "isolate": _isolate, "serve": _serve, "smoke": _smoke}
     return shown.get(out.what, _bench)(view, launch, out)
+
+
+def _ready_gate(out: Any) -> dict[str, Any] | None:
+    """The readiness gate of a serve, found by name (not by its position among the gates)."""
+    gate = out.gate("ready") or (out.gates[-1] if out.gates else None)
+    return gate.to_json() if gate is not None else None
 
 
 def exit_for(status: str) -> int:
@@ -258,7 +272,7 @@ def _isolate(view: Any, launch: Any, out: Any) -> int:
 def _serve(view: Any, launch: Any, out: Any) -> int:
     view.stopped(out.stopped)  # a gate that failed, or an engine that exited
     if out.reason == "not ready" and view.json:
-        print(json.dumps({"gate": out.gates[0].to_json(), **out.result}, indent=2))
+        print(json.dumps({"gate": _ready_gate(out), **out.result}, indent=2))
     return exitcodes.FINDINGS
 
 

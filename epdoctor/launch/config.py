@@ -8,7 +8,6 @@ run. The options are those of epdoctor.requests; a plan is the JSON `epdoctor pl
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
 import time
 from dataclasses import replace
@@ -24,16 +23,13 @@ if TYPE_CHECKING:
 
 
 def load_plan(path: str | None) -> dict[str, Any]:
+    """plan.json through the one input boundary (epdoctor.schema): a bounded read of a regular
+    file, then every field the launch reads checked against its bounds."""
+    from epdoctor.schema import load_plan_file
+
     if not path:
         return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise EpdoctorError(f"cannot read plan {path}: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise EpdoctorError(f"{path} is not a plan (expected a JSON object)")
-    return doc
+    return load_plan_file(path)
 
 
 def plan_of(request: LaunchRequest) -> dict[str, Any]:

@@ -87,7 +87,7 @@ def connect(flags: Any, plan: dict[str, Any]) -> Any:
         )
     except TargetError as exc:
         raise EpdoctorError(
-            f"{getattr(flags, 'plan', 'the plan')} is a Kubernetes plan: {exc}"
+            f"{getattr(flags, 'plan', None) or 'the plan'} is a Kubernetes plan: {exc}"
         ) from exc
 
 

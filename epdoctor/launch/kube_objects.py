@@ -85,7 +85,13 @@ class PlanObjects:
     @property
     def leader_address(self) -> str:
         """The leader's name on the headless Service, as the pods resolve it."""
+        from epdoctor.schema import DNS_LABEL
+
         svc = self.statefulset["spec"].get("serviceName", "")
+        if not isinstance(svc, str) or len(svc) > 63 or not DNS_LABEL.match(svc):
+            raise PlanObjectsError(
+                f"the StatefulSet's serviceName {str(svc)[:60]!r} is not a DNS-1123 label"
+            )
         return f"{self.name}-0.{svc}.{self.namespace}.svc.cluster.local"
 
     def refs(self) -> list[tuple[str, str]]:
@@ -117,7 +123,14 @@ def load_objects(
         )
     manifest = Path(plan_path).parent / "kubernetes" / f"{name}.yaml" if plan_path else None
     if manifest is not None and manifest.is_file() and namespace == plan_namespace(plan):
-        text = manifest.read_text(encoding="utf-8")
+        from epdoctor.safeio import BadInput, check_source, read_capped
+
+        try:
+            check_source(str(manifest), "manifest")
+            with open(manifest, "rb") as fh:
+                text = read_capped(fh, 4 << 20, f"manifest {manifest}").decode("utf-8", "replace")
+        except (BadInput, OSError) as exc:
+            raise PlanObjectsError(str(exc)) from None
         source = str(manifest)
         notes = _lint(manifest) if lint else []
     else:
@@ -223,6 +236,47 @@ def _check(objs: list[dict[str, Any]], namespace: str, name: str) -> None:
     sts = [o for o in objs if o["kind"] == "StatefulSet"]
     if len(sts) != 1 or sts[0]["metadata"]["name"] != name:
         raise PlanObjectsError(f"the plan's manifest must hold one StatefulSet named {name}")
+    _check_statefulset(sts[0])
+
+
+def _check_statefulset(sts: dict[str, Any]) -> None:
+    """The fields the rollout reads, in their shapes and bounds (the manifest is untrusted
+    input: a replicas of 100000 would be 100000 API reads before any other check)."""
+    from epdoctor.schema import DNS_LABEL, MAX_NODES
+
+    spec = sts.get("spec")
+    if not isinstance(spec, dict):
+        raise PlanObjectsError("the StatefulSet has no spec")
+    replicas = spec.get("replicas", 1)
+    if (
+        isinstance(replicas, bool)
+        or not isinstance(replicas, int)
+        or not 1 <= replicas <= MAX_NODES
+    ):
+        raise PlanObjectsError(
+            f"the StatefulSet's replicas must be 1..{MAX_NODES}, not {str(replicas)[:40]!r}"
+        )
+    svc = spec.get("serviceName", "")
+    if not isinstance(svc, str) or len(svc) > 63 or not DNS_LABEL.match(svc):
+        raise PlanObjectsError(
+            f"the StatefulSet's serviceName {str(svc)[:60]!r} is not a DNS-1123 label"
+        )
+    sel = (
+        (spec.get("selector") or {}).get("matchLabels")
+        if isinstance(spec.get("selector"), dict)
+        else None
+    )
+    if not isinstance(sel, dict) or not sel or not all(isinstance(v, str) for v in sel.values()):
+        raise PlanObjectsError("the StatefulSet has no selector.matchLabels of strings")
+    tmpl = spec.get("template")
+    pod = tmpl.get("spec") if isinstance(tmpl, dict) else None
+    containers = pod.get("containers") if isinstance(pod, dict) else None
+    if (
+        not isinstance(containers, list)
+        or not containers
+        or not all(isinstance(c, dict) and isinstance(c.get("name"), str) for c in containers)
+    ):
+        raise PlanObjectsError("the StatefulSet's pod template has no named containers")
 
 
 def phase(objects: PlanObjects, run_serve: bool) -> list[dict[str, Any]]:
@@ -242,19 +296,23 @@ def phase(objects: PlanObjects, run_serve: bool) -> list[dict[str, Any]]:
 
 def owned(live: dict[str, Any]) -> bool:
     """Applied by epdoctor: its field manager owns it (Apply) and it carries the label."""
-    meta = live.get("metadata") or {}
-    managers = meta.get("managedFields") or []
+    meta = live.get("metadata") if isinstance(live.get("metadata"), dict) else {}
+    managers = meta.get("managedFields") if isinstance(meta.get("managedFields"), list) else []
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
     applied = any(
-        m.get("manager") == FIELD_MANAGER and m.get("operation") == "Apply" for m in managers
+        isinstance(m, dict) and m.get("manager") == FIELD_MANAGER and m.get("operation") == "Apply"
+        for m in managers
     )
-    return applied and (meta.get("labels") or {}).get(MANAGED_BY) == FIELD_MANAGER
+    return applied and labels.get(MANAGED_BY) == FIELD_MANAGER
 
 
 def managers(live: dict[str, Any]) -> str:
-    names = sorted(
-        {str(m.get("manager")) for m in (live.get("metadata") or {}).get("managedFields") or []}
-    )
-    return ", ".join(names) or "no field manager recorded"
+    from epdoctor.safeio import plain
+
+    meta = live.get("metadata") if isinstance(live.get("metadata"), dict) else {}
+    fields = meta.get("managedFields") if isinstance(meta.get("managedFields"), list) else []
+    names = sorted({plain(m.get("manager"))[:63] for m in fields if isinstance(m, dict)})
+    return ", ".join(names[:8]) or "no field manager recorded"
 
 
 def changes(live: dict[str, Any], want: dict[str, Any], limit: int = 12) -> list[str]:
@@ -316,10 +374,17 @@ def _keyed(items: list[Any]) -> dict[str, Any] | None:
 
 
 def _short(v: Any) -> str:
+    """A value for a diff line: redacted whole (a URL's password, a token anywhere in it), then
+    cleaned of control characters, then cut; cutting first would leave half a token that no
+    finder recognises."""
+    from epdoctor.redact import redact_obj
+    from epdoctor.safeio import plain
+
     if v is None:
         return "(none)"
+    v = redact_obj(v)
     text = repr(v) if not isinstance(v, str) else v
-    text = text.replace("\n", "\\n")
+    text = plain(text.replace("\n", "\\n"))
     return text if len(text) <= 60 else text[:57] + "..."
 
 

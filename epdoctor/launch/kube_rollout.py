@@ -172,9 +172,10 @@ class RolloutPlan:
 
     def kernel_command(self) -> str:
         """The plan's kernel test with the rendezvous variables the manifest's script sets."""
+        # the address is checked (kube_objects) and quoted: a manifest is untrusted input
         resolve = (
             'NODE_RANK="$POD_INDEX"; LEADER_ADDR="$(getent hosts '
-            f"{self.objects.leader_address} | awk '{{print $1; exit}}')\"; "
+            f"{shlex.quote(self.objects.leader_address)} | awk '{{print $1; exit}}')\"; "
             "export NODE_RANK LEADER_ADDR; "
         )
         return resolve + self.kernel_run
@@ -306,6 +307,9 @@ class KubeRollout:
         self._stopping = threading.Event()
         self._lock = threading.RLock()  # an apply and the take-down never overlap
         self._applied = False
+        self._owner_uids: set[str] = set()  # the StatefulSets this rollout applied
+        self.left: list[str] = []  # what the take-down could not delete
+        self.watch.owners = self._owner_uids
         self._krun: Any = None
         self._down: list[str] | None = None
         self._t0 = time.monotonic()
@@ -339,8 +343,10 @@ class KubeRollout:
                     f" -n {self.plan.ns}` deletes it"
                 )
             else:
-                lines += take_down(self.api, self.plan.objects, self.plan.options.down_timeout_s,
-                                   self._stopping_down)  # fmt: skip
+                done = take_down(self.api, self.plan.objects, self.plan.options.down_timeout_s,
+                                 self._stopping_down)  # fmt: skip
+                lines += done
+                self.left = list(done.left)
             self._down = lines
             return lines
 
@@ -378,8 +384,16 @@ class KubeRollout:
         except (_Stopped, KeyboardInterrupt):
             self._stopping.set()
             status = "interrupted"
-        except (TargetError, EpdoctorError) as exc:
+        except TargetError as exc:
+            error = api_error(exc)
+            status = "error"
+        except EpdoctorError as exc:
             error = str(exc)
+            status = "error"
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            # an answer of the API server in a shape nobody documents: an error, and the
+            # take-down below still runs
+            error = f"Kubernetes API: an answer of an unexpected shape ({type(exc).__name__}: {exc})"
             status = "error"
         except Exception as exc:  # the rollout could not be followed: stop and delete anyway
             error = f"{type(exc).__name__}: {exc}"
@@ -391,7 +405,18 @@ class KubeRollout:
                 stopped = self._shutdown()
         if not status:
             status = overall(self.gates).value if self.gates else "unknown"
-        return Outcome(o.what, status, list(self.gates), stopped, error)
+        return Outcome(o.what, status, list(self.gates), stopped, error, left=list(self.left))
+
+    def _our_pods(self) -> list[dict[str, Any]]:
+        """The live pods owned (ownerReferences, by UID) by the StatefulSet this rollout
+        applied, by pod index; any other pod with the label is said and left alone: no exec
+        runs in it and it joins no test."""
+        out = []
+        for p in self.api.pods(self.plan.ns, self.plan.objects.selector):
+            if p["metadata"].get("deletionTimestamp") or not self.watch.owned_pod(p):
+                continue
+            out.append(p)
+        return sorted(out, key=_pod_index)
 
     def _gate(self, gate: Gate) -> Gate:
         self.gates.append(gate)
@@ -404,8 +429,11 @@ class KubeRollout:
         with self._lock:
             self._check()
             for obj in phase(self.plan.objects, run_serve):
-                self.api.apply(obj)
-                self._applied = True
+                self._applied = True  # from the first request on: it may have been stored
+                stored = self.api.apply(obj)
+                uid = (stored.get("metadata") or {}).get("uid")
+                if obj.get("kind") == "StatefulSet" and isinstance(uid, str) and uid:
+                    self._owner_uids.add(uid)
         if restart:
             what = "RUN_SERVE=1: the pods restart into the engine"
         else:
@@ -477,8 +505,7 @@ class KubeRollout:
             return True
         self._check()
         container = str(rp.objects.container.get("name"))
-        pods = [p for p in self.api.pods(rp.ns, rp.objects.selector)
-                if not p["metadata"].get("deletionTimestamp")]  # fmt: skip
+        pods = self._our_pods()
         self.on_gate("preflight", "running", f"read-only diagnose inside {len(pods)} pod(s)", None)
         targets = [KubePodTarget(self.api.session, p, container) for p in pods]
         diags = diagnose_many(targets, Context(engine=rp.engine), ProbeOptions(timeout_s=60))
@@ -512,13 +539,7 @@ class KubeRollout:
         from epdoctor.targets.kube import KubePodTarget
 
         rp, o = self.plan, self.plan.options
-        pods = sorted(
-            self.api.pods(rp.ns, rp.objects.selector),
-            key=lambda p: int(
-                (p["metadata"].get("labels") or {}).get("apps.kubernetes.io/pod-index", 0)
-            ),
-        )
-        pods = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        pods = self._our_pods()
         container = str(rp.objects.container.get("name"))
         nodes = [remote_node(KubePodTarget(self.api.session, p, container)) for p in pods]
         names = [p["metadata"]["name"] for p in pods]
@@ -686,17 +707,49 @@ class KubeRollout:
             self._sleep(max(o.poll_s, 1.0))
 
 
+def api_error(exc: BaseException) -> str:
+    """One line for a failed API call that names the API's status: ``Kubernetes API (HTTP 403):
+    statefulset/x: forbidden ...``; no answer, or an answer that is not the API's, says so."""
+    from epdoctor.safeio import plain
+
+    status = getattr(exc, "status", None)
+    if isinstance(status, int) and status > 0:
+        tag = f"HTTP {status}"
+    elif status == 0:
+        tag = "no answer"
+    elif status is not None:
+        tag = "not an API answer"
+    else:
+        tag = "error"
+    return plain(f"Kubernetes API ({tag}): {exc}").replace("\n", " ")[:600]
+
+
+class TakeDown(list[str]):
+    """The lines of a take-down, and what of epdoctor's is still there (``left``): an object
+    that could not be read or deleted, or pods still terminating. ``complete`` when nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.left: list[str] = []
+
+    @property
+    def complete(self) -> bool:
+        return not self.left
+
+
 def take_down(
     api: KubeApply, objects: PlanObjects, timeout_s: float, say: Callable[[str], None] | None = None
-) -> list[str]:
+) -> TakeDown:
     """Delete the plan's objects that epdoctor applied, and only those; wait for their pods.
 
     Candidates are the plan's objects by name and any Service or StatefulSet labelled as
     epdoctor's for this plan; each is deleted only when kube_objects.owned() says epdoctor
-    applied it. The lines say what was deleted, what was left alone and why."""
+    applied it. The lines say what was deleted, what was left alone and why. An answer that is
+    not the object (an error, a proxy page, the wrong shape) is never read as "not
+    epdoctor's": the object is counted in ``left``."""
     say = say or (lambda line: None)
     ns = objects.namespace
-    lines: list[str] = []
+    lines = TakeDown()
 
     def note(line: str) -> None:
         lines.append(line)
@@ -732,34 +785,46 @@ def take_down(
         except TargetError as exc:
             failed.append(label)
             note(f"could not delete {label}: {exc}")
+    lines.left += failed
     if failed:
         note(f"delete them yourself: kubectl -n {ns} delete {' '.join(failed)}")
     if deleted_sts:
-        note(_wait_gone(api, objects, deleted_sts, timeout_s))
+        said, pods_left = _wait_gone(api, objects, deleted_sts, timeout_s)
+        lines.left += [p if p.startswith("its ") else f"pod/{p}" for p in pods_left]
+        note(said)
     if not lines:
         note(f"nothing of epdoctor's for {objects.name} in namespace {ns}")
     return lines
 
 
-def _wait_gone(api: KubeApply, objects: PlanObjects, owners: list[str], timeout_s: float) -> str:
-    """Wait until no pod of the deleted StatefulSets is left (the garbage collector's work)."""
+def _wait_gone(
+    api: KubeApply, objects: PlanObjects, owners: list[str], timeout_s: float
+) -> tuple[str, list[str]]:
+    """Wait until no pod of the deleted StatefulSets is left (the garbage collector's work):
+    the line to say, and the pods still there ("" and [] when gone)."""
     deadline = time.monotonic() + timeout_s
     left: list[str] = []
     while True:
         try:
             pods = api.pods(objects.namespace, objects.selector)
         except TargetError as exc:
-            return f"could not list the pods to see them go: {exc}"
-        left = [
-            p["metadata"]["name"] for p in pods
-            if any(r.get("uid") in owners for r in p["metadata"].get("ownerReferences") or [])
-        ]  # fmt: skip
+            # the owners are deleted: the garbage collector removes their pods; not watched
+            return f"could not list the pods to see them go (their owner is deleted): {exc}", []
+        left = [p["metadata"]["name"] for p in pods if owner_uids(p) & set(owners)]
         if not left:
-            return "its pods are gone"
+            return "its pods are gone", []
         if time.monotonic() > deadline:
             return (f"{len(left)} pod(s) still terminating after {timeout_s:.0f}s: {', '.join(left)} "
-                    f"(kubectl -n {objects.namespace} get pods -l {objects.selector})")  # fmt: skip
+                    f"(kubectl -n {objects.namespace} get pods -l {objects.selector})", left)  # fmt: skip
         time.sleep(0.5)
+
+
+def owner_uids(obj: dict[str, Any]) -> set[str]:
+    """The UIDs of an object's ownerReferences (garbage answers give none)."""
+    refs = obj.get("metadata", {}).get("ownerReferences")
+    if not isinstance(refs, list):
+        return set()
+    return {str(r["uid"]) for r in refs if isinstance(r, dict) and isinstance(r.get("uid"), str)}
 
 
 def _counters_in_pods(g: Gate, multi: bool, efa: int) -> Gate:
@@ -779,6 +844,14 @@ def _counters_in_pods(g: Gate, multi: bool, efa: int) -> Gate:
             g.evidence, "T703",
         )  # fmt: skip
     return g
+
+
+def _pod_index(pod: dict[str, Any]) -> int:
+    labels = pod["metadata"].get("labels")
+    index = labels.get("apps.kubernetes.io/pod-index") if isinstance(labels, dict) else None
+    if not (isinstance(index, str) and index.isdigit()):
+        index = str(pod["metadata"].get("name")).rsplit("-", 1)[-1]
+    return int(index) if index.isdigit() and len(index) < 7 else 1 << 30
 
 
 def _label(s: Status) -> str:

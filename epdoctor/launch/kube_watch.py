@@ -84,6 +84,9 @@ class PodWatch:
         self._split: dict[str, LineSplitter] = {}
         self._analyzers: dict[str, Any] = {}
         self.fatal_codes: frozenset[str] = frozenset()
+        # when set: the UIDs of the StatefulSets epdoctor applied; a pod that carries the label
+        # but is owned by none of them is said once and otherwise left alone
+        self.owners: set[str] | None = None
 
     # -- one look --------------------------------------------------------------------------------
 
@@ -101,6 +104,8 @@ class PodWatch:
             by_uid.setdefault(uid, []).append(e)
         now: dict[str, PodState] = {}
         for pod in pods:
+            if self.owners is not None and not self.owned_pod(pod):
+                continue
             state = self._state(pod)
             now[state.name] = state
             pod_events = sorted(by_uid.get(state.uid, []), key=_event_time)
@@ -113,6 +118,19 @@ class PodWatch:
         self.pods = now
         self.drain()
         return now
+
+    def owned_pod(self, pod: dict[str, Any]) -> bool:
+        """Owned (ownerReferences, by UID) by an object epdoctor applied; a pod that is not
+        is said once in the epdoctor pane and left alone."""
+        from epdoctor.launch.kube_rollout import owner_uids
+
+        if self.owners and owner_uids(pod) & self.owners:
+            return True
+        name = str(pod["metadata"].get("name"))
+        self._say("epdoctor", ("bystander", name),
+                  f"left alone: pod/{name} carries the plan's labels but is not owned by what "
+                  "epdoctor applied (ownerReferences)")  # fmt: skip
+        return False
 
     def drain(self) -> None:
         """Lines of the followed logs that arrived since the last call."""

@@ -119,6 +119,24 @@ class Outcome:
     result: Any = None  # KernelReport, a serve summary, SmokeResult, BenchResults, isolation
     failed_early: bool = False  # a node failed and the others were stopped
     exc: BaseException | None = None  # the error, or the interrupt (Ctrl-C, SIGTERM, SIGHUP)
+    left: list[str] = field(default_factory=list)  # applied, to be deleted, and still there
+
+    def gate(self, name: str) -> Any:
+        """The gate of that name (the last one), or None: gates are found by name, never by
+        their position in the list."""
+        return next((g for g in reversed(self.gates) if g.name == name), None)
+
+    def to_json(self) -> dict[str, Any]:
+        """The outcome as `--json` prints it (every front end the same shape)."""
+        return {
+            "what": self.what,
+            "status": self.status,
+            "gates": [g.to_json() for g in self.gates],
+            "stopped": list(self.stopped),
+            "left": list(self.left),
+            "error": self.error,
+            "reason": self.reason,
+        }
 
 
 class Session:

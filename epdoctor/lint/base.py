@@ -138,6 +138,13 @@ class RecipeFile:
         return self._text
 
     @property
+    def raw(self) -> str:
+        """The text as written, for a parser only: redacting first would change what is
+        parsed (``Bearer [REDACTED]`` inside a YAML flow sequence is a nested list, or no YAML
+        at all). Whatever is parsed from it is redacted as whole values before any use."""
+        return self.path.read_text(encoding="utf-8", errors="replace")
+
+    @property
     def lines(self) -> list[str]:
         return self.text.splitlines()
 

@@ -132,14 +132,19 @@ def lint_manifest(file: RecipeFile, ctx: LintContext) -> Iterable[LintFinding]:
 
     if "{{" in file.text:
         return  # a Helm/Go template: not YAML until rendered
+    from epdoctor.redact import redact_obj, redact_text
+
     try:
-        docs = parse_documents(file.text)
+        # parsed as written, then redacted as whole values (redact-then-parse corrupts YAML)
+        docs = parse_documents(file.raw)
     except RecursionError:
         raise TooBig("YAML nested too deeply to compose") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
-        raise ValueError(f"not valid YAML at line {line}: {exc}") from exc
+        raise ValueError(f"not valid YAML at line {line}: {redact_text(str(exc))}") from None
+    for d in docs:
+        d.obj = redact_obj(d.obj)
     if not docs:
         return
     objs = kube_rules.Objects([d.obj for d in docs], notes=_notes(file.lines, docs))

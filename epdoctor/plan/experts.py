@@ -29,7 +29,7 @@ EXPERT_KEYS = (
 # Multimodal and wrapper configs keep the language model's fields nested.
 NESTED_KEYS = ("text_config", "language_config", "llm_config", "thinker_config")
 
-HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}\Z")
 
 
 def validate_model(model: str) -> None:
@@ -71,14 +71,15 @@ def routed_experts(config: Any) -> tuple[int | None, str]:
 
 
 def read_config(path: Path) -> Any:
+    """A model's config.json through the one input boundary (epdoctor.schema): a regular file
+    (a cache entry linked to /dev/zero or a FIFO is refused), at most MAX_CONFIG_BYTES."""
+    from epdoctor.safeio import BadInput
+    from epdoctor.schema import read_json
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PlanInputError(f"cannot read {path}: {exc}") from exc
-    try:
-        return json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise PlanInputError(f"{path} is not valid JSON: {exc}") from exc
+        return read_json(str(path), "config.json", MAX_CONFIG_BYTES)
+    except BadInput as exc:
+        raise PlanInputError(str(exc)) from None
 
 
 def cache_roots(hf_cache: str | None = None) -> list[Path]:

@@ -22,12 +22,15 @@ from epdoctor.plan.model import (
 )
 from epdoctor.plan.versions import nccl as parse_nccl
 
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?\Z")
 # repository[:tag][@sha256:digest]; the tag must not be a moving one.
-IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:-]*?(:[\w][\w.-]{0,127})?(@sha256:[0-9a-f]{64})?$", re.I)
+IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:-]*?(:[\w][\w.-]{0,127})?(@sha256:[0-9a-f]{64})?\Z", re.I)
 MOVING_TAGS = {"latest", "main", "master", "nightly", "stable", "dev", "edge"}
 MAX_NODES = 64
+# a vLLM pin: a commit (hex SHA prefix) or a wheel version (PEP 440 with a +g<sha> local part)
+PIN = re.compile(r"^(?:[0-9a-f]{7,40}|\d{1,4}(?:\.\d{1,6}){1,3}(?:(?:a|b|rc)\d{1,4})?"
+                 r"(?:\.post\d{1,6})?(?:\.dev\d{1,8})?(?:\+[A-Za-z0-9.]{1,64})?)\Z")
 
 
 ALIASES = {
@@ -125,6 +128,11 @@ def make_plan(inp: PlanInput) -> Plan:
     vllm_pin = (inp.vllm_pin or default_pin) if engine.vllm_pin else ""
     if inp.vllm_pin and not engine.vllm_pin:
         raise PlanInputError(f"{engine.label} does not run on vLLM; drop --vllm-pin")
+    if inp.vllm_pin and not PIN.match(inp.vllm_pin):
+        raise PlanInputError(
+            f"--vllm-pin {inp.vllm_pin[:80]!r} is neither a commit (7-40 hex digits) nor a "
+            "version (0.11.0, 0.11.1rc2.dev5+g1a2b3c4)"
+        )
 
     inp = dataclasses.replace(
         inp,

@@ -14,7 +14,7 @@ from pathlib import Path
 from epdoctor.plan import manifests
 from epdoctor.plan.model import Plan
 
-SAFE_VALUE = re.compile(r"^[A-Za-z0-9_./,^:=@+-]*$")
+SAFE_VALUE = re.compile(r"^[A-Za-z0-9_./,^:=@+-]*\Z")
 
 
 def env_file(plan: Plan) -> str:

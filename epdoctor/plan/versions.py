@@ -29,7 +29,7 @@ def at_least(version: Version, floor: str) -> bool:
     return version >= Version(floor)
 
 
-SHA = re.compile(r"^[0-9a-f]{7,40}$")
+SHA = re.compile(r"^[0-9a-f]{7,40}\Z")
 GSHA = re.compile(r"\+g([0-9a-f]{7,40})")
 
 

@@ -41,8 +41,14 @@ class LaunchView:
     def print(self, *a: Any, **kw: Any) -> None:
         # after SIGHUP the terminal may be gone: a line that cannot be written must not stop
         # the cleanup that follows it
+        # every string passes the one terminal sanitizer (control sequences dropped: a command
+        # in plan.json cannot erase `curl ... | sh` from the screen the operator approves);
+        # foreign values inside markup strings are escaped by the caller (safeio.markup)
+        from epdoctor.safeio import plain
+
         if self.gone:
             return
+        a = tuple(plain(x) if isinstance(x, str) else x for x in a)
         try:
             self.console.print(*a, **kw)
         except OSError:

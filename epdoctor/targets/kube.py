@@ -43,13 +43,13 @@ V5_CHANNEL = "v5.channel.k8s.io"
 
 # DNS-1123: namespaces are labels (63), pod names subdomains (253).
 _LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
-DNS1123_LABEL = re.compile(rf"^{_LABEL}$")
-DNS1123_SUBDOMAIN = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
+DNS1123_LABEL = re.compile(rf"^{_LABEL}\Z")
+DNS1123_SUBDOMAIN = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*\Z")
 # Label keys: optional DNS-subdomain prefix + "/" + name; names and values 63 chars.
 _LABEL_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?"
-_LABEL_KEY = re.compile(rf"^(?:{_LABEL}(?:\.{_LABEL})*/)?{_LABEL_NAME}$")
-_LABEL_VALUE = re.compile(rf"^(?:{_LABEL_NAME})?$")
-_SET_TERM = re.compile(r"^(\S+)\s+(in|notin)\s+\(([^()]*)\)$")
+_LABEL_KEY = re.compile(rf"^(?:{_LABEL}(?:\.{_LABEL})*/)?{_LABEL_NAME}\Z")
+_LABEL_VALUE = re.compile(rf"^(?:{_LABEL_NAME})?\Z")
+_SET_TERM = re.compile(r"^(\S+)\s+(in|notin)\s+\(([^()]*)\)\Z")
 
 
 def valid_namespace(name: str) -> str:

@@ -39,7 +39,7 @@ KINDS: dict[tuple[str, str], str] = {
     ("v1", "Service"): "services",
     ("apps/v1", "StatefulSet"): "statefulsets",
 }
-_PROXY_PATH = re.compile(r"^/[A-Za-z0-9_./-]*$")
+_PROXY_PATH = re.compile(r"^/[A-Za-z0-9_./-]*\Z")
 MAX_PROXY_BODY = 16 << 20
 
 
@@ -101,12 +101,14 @@ class KubeApply:
     def read(self, plural: str, ns: str, name: str) -> dict[str, Any] | None:
         """The live object, or None when there is none."""
         _, read, _ = self._methods(plural)
+        what = f"{kind_of(plural).lower()}/{name}"
         try:
-            return self.session.call(f"{kind_of(plural).lower()}/{name}", read, name, ns)
+            doc = self.session.call(what, read, name, ns)
         except KubeApiError as exc:
             if exc.status == 404:
                 return None
             raise
+        return checked_object(what, doc, kind_of(plural), name)
 
     def delete(self, plural: str, ns: str, name: str) -> bool:
         """Delete one object (its pods follow it: propagation Background); False when gone."""
@@ -128,7 +130,7 @@ class KubeApply:
         fn = (s.core.list_namespaced_service if plural == "services"
               else s.apps.list_namespaced_stateful_set)  # fmt: skip
         doc = s.call(f"{plural} in {ns}", fn, ns, label_selector=valid_selector(selector))
-        return [o for o in doc.get("items") or [] if isinstance(o, dict)]
+        return _items(f"{plural} in {ns}", doc)
 
     # -- pods and events -----------------------------------------------------------------------
 
@@ -137,7 +139,7 @@ class KubeApply:
             f"pods in {ns}", self.session.core.list_namespaced_pod, ns,
             label_selector=valid_selector(selector),
         )  # fmt: skip
-        pods = [p for p in doc.get("items") or [] if isinstance(p, dict) and p.get("metadata")]
+        pods = _items(f"pods in {ns}", doc)
         return sorted(pods, key=lambda p: str(p["metadata"].get("name")))
 
     def events(self, ns: str) -> list[dict[str, Any]]:
@@ -196,6 +198,38 @@ class KubeApply:
         if unreachable:  # the API server answered for the pod: nothing listened there
             return ProxyReply(None, b"", elapsed, unreachable)
         return ProxyReply(status, data, elapsed)
+
+
+def checked_object(what: str, doc: dict[str, Any], kind: str, name: str) -> dict[str, Any]:
+    """The answer to a read, if it is the object asked for: an answer of another kind or name,
+    or with no metadata (a proxy's JSON, a Status with code 200) is an error, never an object
+    that "epdoctor did not apply"."""
+    meta = doc.get("metadata")
+    if (
+        not isinstance(meta, dict)
+        or meta.get("name") != name
+        or doc.get("kind") not in (None, kind)
+        or not isinstance(meta.get("managedFields") or [], list)
+        or not isinstance(meta.get("labels") or {}, dict)
+    ):
+        raise KubeApiError(what, -1, f"the answer is not the {kind} asked for (kind "
+                                     f"{str(doc.get('kind'))[:40]!r}); not trusted")  # fmt: skip
+    return doc
+
+
+def _items(what: str, doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """A list's items that are objects with metadata and a name; a list that is not one is an
+    error (an empty list would read as "nothing there")."""
+    items = doc.get("items")
+    if items is None:
+        items = []
+    if not isinstance(items, list) or ("kind" in doc and not str(doc["kind"]).endswith("List")):
+        raise KubeApiError(what, -1, "the answer is not a list of objects; not trusted")
+    return [
+        o for o in items
+        if isinstance(o, dict) and isinstance(o.get("metadata"), dict)
+        and isinstance(o["metadata"].get("name"), str)
+    ]  # fmt: skip
 
 
 def _proxy_failure(status: int, data: bytes) -> str:

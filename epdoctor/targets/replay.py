@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Iterator
 
 from epdoctor.model import TargetInfo
-from epdoctor.safeio import check_source, loads_json, read_capped
+from epdoctor.safeio import check_source, loads_json, plain, read_capped
 from epdoctor.targets.base import ProbeOptions, ProbeOutput, Target, TargetError
 
 FORMAT = "epdoctor-bundle/1"
@@ -132,10 +132,12 @@ class BundleTarget(Target):
     def __init__(self, bundle_path: str, entry: dict[str, object], files: dict[str, bytes]):
         self.entry = entry
         self.files = files
-        detail = {str(k): str(v) for k, v in dict(entry.get("detail") or {}).items()}
+        # a bundle is foreign: its names and details lose control sequences here, once, so no
+        # front end (CLI, JSON, the terminal app) can pass an OSC 0/8/52 on to a terminal
+        detail = {plain(k): plain(v) for k, v in dict(entry.get("detail") or {}).items()}
         detail["bundle"] = bundle_path
         self.info = TargetInfo(
-            name=str(entry.get("name", "?")),
+            name=plain(entry.get("name", "?"))[:253],
             kind=f"bundle:{entry.get('kind', 'local')}",
             detail=detail,
         )

@@ -59,7 +59,7 @@ DEFAULT_KEYS = ("id_ed25519", "id_ecdsa", "id_rsa")
 _HOST_RE = re.compile(
     r"^(?:[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,252})|[0-9A-Fa-f:.]+(?:%[A-Za-z0-9]+)?)$"
 )
-_USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}\$?$")
+_USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}\$?\Z")
 
 # Kill a process and all its descendants (any session): stop them all first, so none can
 # fork a replacement, then kill; rescan until nothing new appears. Python 2.7 and 3.x.
