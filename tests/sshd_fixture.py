@@ -108,6 +108,7 @@ class SshLab:
         self.authorized.write_text(Path(str(self.key) + ".pub").read_text())
         self.authorized.chmod(0o644)
         self.known_hosts = self.root / "known_hosts"
+        self.known_hosts.touch()
         self.ssh_config = self.root / "ssh_config"
         self.ssh_config.write_text("")
         self.hosts: list[SshdHost] = []

@@ -101,6 +101,36 @@ def odd_nodes(fleet: list[Finding]) -> dict[str, list[str]]:
     return out
 
 
+def trap_rows(results: list[TargetResult]) -> list[dict[str, Any]]:
+    """One row per trap across the fleet: its worst status, a title and the nodes it hits.
+
+    Only what is shown by default (fail, warn, unknown), worst first. ``all`` is True when it
+    hits every node that was diagnosed (a fleet-wide trap, not one odd node).
+    """
+    diagnosed = [r for r in results if not r.error]
+    hits: dict[str, list[Finding]] = {}
+    where: dict[str, list[str]] = {}
+    for r in diagnosed:
+        for f in r.findings:
+            if f.status in (Status.FAIL, Status.WARN, Status.UNKNOWN):
+                hits.setdefault(f.code, []).append(f)
+                where.setdefault(f.code, []).append(r.target.name)
+    rows = []
+    for f in sort_findings([max(fs, key=lambda x: x.status.rank) for fs in hits.values()]):
+        nodes = where[f.code]
+        rows.append(
+            {
+                "code": f.code,
+                "status": f.status.value,
+                "title": f.title,
+                "nodes": nodes,
+                "all": len(nodes) == len(diagnosed),
+                "fix": f.fix,
+            }
+        )
+    return rows
+
+
 def _split(fleet: list[Finding], verbose: bool) -> tuple[list[Finding], list[Finding]]:
     shown = [f for f in sort_findings(fleet) if verbose or f.status is not Status.PASS]
     passed = [f for f in fleet if f.status is Status.PASS]
@@ -128,7 +158,7 @@ def _verdict_text(r: dict[str, Any]) -> str:
     return f"{v} {tally}" if tally else v
 
 
-def _findings_lines(shown: list[Finding]) -> list[Any]:
+def _findings_lines(shown: list[Finding], verbose: bool = False) -> list[Any]:
     from rich.text import Text
 
     from epdoctor.reports.layout import hang
@@ -139,7 +169,8 @@ def _findings_lines(shown: list[Finding]) -> list[Any]:
         title = Text(f"{f.code} ", style="bold")
         title.append(plain(f.title), style="")
         lines.append(hang(label, title))
-        if f.code != "F600":  # its evidence is the error lines printed above
+        # its evidence is the error lines printed above; "unknown on every node" needs none
+        if f.code != "F600" and (verbose or f.status in (Status.FAIL, Status.WARN)):
             lines += [hang(" " * 10, Text(plain(e), style="dim")) for e in f.evidence[:8]]
         if f.fix and f.status in (Status.FAIL, Status.WARN):
             fix = plain(f.fix.split(" Change: ")[0])
@@ -160,7 +191,7 @@ def render_text(
     rows = node_rows(results)
     common = majority(rows)
     names, domain = split_domain([plain(r["node"]) for r in rows])
-    headers = ["node", "verdict", *(SHORT.get(t, t) for t, _ in COLUMNS), "s"]
+    headers = ["node", "verdict", *(SHORT.get(t, t) for t, _ in COLUMNS), "time"]
     cells: list[list[Any]] = []
     for name, r in zip(names, rows, strict=True):
         v = r["verdict"]
@@ -190,15 +221,45 @@ def render_text(
                 hang(Text(f"{name}: ", style="bold"), Text(plain(r["error"]), style="red"))
             )
     shown, passed = _split(fleet, verbose)
-    lines = _findings_lines(shown)
+    lines = _findings_lines(shown, verbose)
     if passed and not verbose:
         lines.append(hang(Text(""), Text(_passed_line(passed), style="green")))
     if lines:
         console.print(Panel(Group(*lines), title="drift between nodes", title_align="left"))
+    render_traps(console, results, names)
+
+
+def render_traps(console: Any, results: list[TargetResult], names: list[str]) -> None:
+    """One line per trap with the nodes it hits (popeye's summary): the fleet at a glance."""
+    from rich.text import Text
+
+    from epdoctor.reports.layout import hang
+
+    short = {r.target.name: n for r, n in zip(results, names, strict=True)}
+    rows = trap_rows(results)
+    if not rows:
+        return
+    console.print(Text("traps, by the nodes they hit:", style="bold"))
+    for t in rows:
+        nodes = [plain(short.get(n, n)) for n in t["nodes"]]
+        every = "all" if len(short) == len(nodes) else "all diagnosed"
+        where = (
+            f"{every} {len(nodes)} nodes" if t["all"] and len(nodes) > 1 else ", ".join(nodes[:6])
+        )
+        if len(nodes) > 6 and not t["all"]:
+            where += f" (+{len(nodes) - 6} more)"
+        label = Text(f"{t['status'].upper():<8}", style=STYLE.get(t["status"], ""))
+        body = Text(f"{t['code']} ", style="bold")
+        body.append(plain(t["title"]))
+        body.append(f"  [{where}]", style="cyan")
+        console.print(hang(label, body))
+        if t["fix"] and t["status"] in ("fail", "warn"):
+            fix = Text(plain(t["fix"].split(" Change: ")[0]), style="cyan")
+            console.print(hang(Text("        fix: ", style="cyan"), fix))
 
 
 def _secs(r: dict[str, Any]) -> str:
-    return f"{r['elapsed_s']:.1f}" if r["elapsed_s"] is not None else ""
+    return f"{r['elapsed_s']:.1f}s" if r["elapsed_s"] is not None else ""
 
 
 # --------------------------------------------------------------- JSON --
@@ -207,6 +268,7 @@ def _secs(r: dict[str, Any]) -> str:
 def render_json(results: list[TargetResult], fleet: list[Finding]) -> dict[str, Any]:
     return {
         "nodes": node_rows(results),
+        "traps": trap_rows(results),
         "drift": [f.to_json() for f in sort_findings(fleet)],
         "odd_nodes": odd_nodes(fleet),
     }
@@ -224,7 +286,7 @@ def render_markdown(
 ) -> list[str]:
     rows = node_rows(results)
     common = majority(rows)
-    head = ["node", "verdict", *(t for t, _ in COLUMNS), "s"]
+    head = ["node", "verdict", *(t for t, _ in COLUMNS), "time (s)"]
     out = [f"### Fleet: {len(rows)} nodes", "", "| " + " | ".join(head) + " |"]
     out.append("|" + "---|" * len(head))
     for r in rows:
