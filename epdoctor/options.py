@@ -260,6 +260,8 @@ def to_target_spec(args: argparse.Namespace) -> TargetSpec:
         nodes=bool(a.get("nodes")),
         job_image=a.get("job_image"),
         yes=bool(a.get("yes")),
+        show_manifests=bool(a.get("show_manifests")),
+        dry_run=bool(a.get("dry_run")) and bool(a.get("nodes")),
         probe_timeout=a.get("timeout"),
     )
 

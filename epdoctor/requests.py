@@ -66,6 +66,8 @@ class TargetSpec:
     nodes: bool = False
     job_image: str | None = None
     yes: bool = False  # create the node-probe Jobs without asking
+    show_manifests: bool = False  # print the node-probe Jobs before creating them
+    dry_run: bool = False  # print the node-probe Jobs and create nothing
     probe_timeout: float | None = None  # the node-probe Jobs' deadline (diagnose --timeout)
 
     @property
