@@ -567,10 +567,17 @@ class KubePodTarget(Target):
         container: str | None = None,
         previous: bool = False,
         follow: bool = False,
+        since_s: int | None = None,
+        tail: int | None = None,
     ) -> LogStream:
         """One container's log as a LogStream (``follow``: the API server streams new lines
-        until the container ends). Nothing is requested until it is iterated."""
-        return _PodLog(self, name, container or self.container, previous, follow).stream
+        until the container ends; ``since_s``/``tail``: kubectl's --since and --tail).
+        Nothing is requested until it is iterated."""
+        log = _PodLog(self, name, container or self.container, previous, follow)
+        log.window = {
+            k: v for k, v in (("since_seconds", since_s), ("tail_lines", tail)) if v is not None
+        }
+        return log.stream
 
     def log_tail(self, previous: bool) -> tuple[str | None, str]:
         """(text, reason it is absent) of the last LOG_TAIL_LINES lines."""
@@ -682,6 +689,7 @@ class _PodLog:
         self._lock = threading.Lock()  # held while opening or stopping: never both at once
         self._done = False
         self._resp: Any = None
+        self.window: dict[str, int] = {}  # since_seconds, tail_lines
         self.stream = LogStream(name, self.chunks, stop=self._stop)
 
     def _open(self) -> Any:
@@ -695,6 +703,7 @@ class _PodLog:
                 container=self.container,
                 previous=self.previous,
                 follow=self.follow,
+                **self.window,
                 _preload_content=False,
                 _request_timeout=t.session.timeout,  # up to the response's headers
             )
