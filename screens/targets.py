@@ -82,7 +82,8 @@ KEY_FACTS: tuple[tuple[str, Any], ...] = (
 def fact_cells(facts: dict[str, Any]) -> list[str]:
     if not facts:
         return ["-"] * len(KEY_FACTS)
-    return [fact_text(read(facts)) for _, read in KEY_FACTS]
+    keys = {"efa.ko": "efa_ko", "gdrdrv": "gdrdrv"}  # a module that is absent: "not loaded"
+    return [fact_text(read(facts), keys.get(col, "")) for col, read in KEY_FACTS]
 
 
 def drift_columns(rows: list[list[str]]) -> list[set[int]]:
