@@ -54,10 +54,17 @@ def _cell(key: str, facts: dict[str, Any]) -> str:
     return str(v)
 
 
-def node_rows(results: list[TargetResult]) -> list[dict[str, Any]]:
+NOT_PROBED = "not probed"
+# kubectl get pods' columns, for pods: what the API server says, next to what the probe found
+POD_COLUMNS = (("STATUS", "status"), ("RESTARTS", "restarts"), ("NODE", "k8s_node"), ("AGE", "age"))
+
+
+def node_rows(results: list[TargetResult], now: float | None = None) -> list[dict[str, Any]]:
     rows = []
     for r in results:
         c = counts(r.findings)
+        kube = r.facts.get("kube") if isinstance(r.facts.get("kube"), dict) else {}
+        probed = "hostname" in r.facts
         row: dict[str, Any] = {
             "node": r.target.name,
             "kind": r.target.kind,
@@ -66,19 +73,75 @@ def node_rows(results: list[TargetResult]) -> list[dict[str, Any]]:
             "warn": c["warn"],
             "unknown": c["unknown"],
             "error": r.error,
+            "probed": probed,
             "elapsed_s": round(r.elapsed_s, 2) if r.elapsed_s is not None else None,
         }
+        if r.target.kind == "pod":
+            row.update(
+                status=kube.get("status") or "-",
+                restarts=kube.get("restarts"),
+                k8s_node=kube.get("node") or "-",
+                age=age(kube.get("created"), now),
+                zone=kube.get("zone"),
+                capacity=kube.get("capacity"),
+            )
         if not r.error:
-            row.update({title: _cell(key, r.facts) for title, key in COLUMNS})
+            if probed:
+                row.update({title: _cell(key, r.facts) for title, key in COLUMNS})
+            else:  # the probe never ran: nothing to compare, which is not a difference
+                row.update({title: NOT_PROBED for title, _ in COLUMNS})
+                row["probe_error"] = _probe_error(r)
+            if row.get("instance") in ("?", NOT_PROBED) and kube.get("instance_type"):
+                row["instance"] = str(kube["instance_type"])  # the node's label, from the API
         rows.append(row)
     return rows
 
 
+def _probe_error(r: TargetResult) -> str | None:
+    kube = r.facts.get("kube")
+    return None if not isinstance(kube, dict) else (kube.get("unseen") or {}).get("probe")
+
+
+def age(created: Any, now: float | None = None) -> str:
+    """kubectl's AGE: 45s, 12m, 5h, 3d."""
+    import datetime as dt
+    import time
+
+    if not isinstance(created, str):
+        return "-"
+    try:
+        t = dt.datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return "-"
+    secs = max(0, int((now if now is not None else time.time()) - t))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{secs // size}{unit}"
+    return f"{secs}s"
+
+
+def fleet_title(rows: list[dict[str, Any]]) -> str:
+    """What was diagnosed, counted as what it is: "3 nodes", "2 pods on 1 node"."""
+    pods = [r for r in rows if r["kind"] == "pod"]
+    if pods and len(pods) == len(rows):
+        nodes = {r["k8s_node"] for r in pods if r.get("k8s_node") not in (None, "-")}
+        unscheduled = len([r for r in pods if r.get("k8s_node") in (None, "-")])
+        title = f"{len(pods)} pod{'s' * (len(pods) != 1)} on {len(nodes)} node"
+        title += "s" * (len(nodes) != 1)
+        return title + (f", {unscheduled} not scheduled" if unscheduled else "")
+    return f"{len(rows)} nodes"
+
+
 def majority(rows: list[dict[str, Any]]) -> dict[str, str]:
-    """Per column, the value most nodes have (only where there is a clear one)."""
+    """Per column, the value most nodes have (only where there is a clear one); a target whose
+    probe never ran has no value to compare."""
     out = {}
     for title, _ in COLUMNS:
-        vals = Counter(r[title] for r in rows if not r["error"] and r.get(title) not in (None, "?"))
+        vals = Counter(
+            r[title]
+            for r in rows
+            if not r["error"] and r.get("probed", True) and r.get(title) not in (None, "?")
+        )
         top = vals.most_common(2)
         if top and (len(top) == 1 or top[0][1] > top[1][1]):
             out[title] = top[0][0]
@@ -191,28 +254,48 @@ def render_text(
     rows = node_rows(results)
     common = majority(rows)
     names, domain = split_domain([plain(r["node"]) for r in rows])
-    headers = ["node", "verdict", *(SHORT.get(t, t) for t, _ in COLUMNS), "time"]
+    pods = bool(rows) and all(r["kind"] == "pod" for r in rows)
+    extra = POD_COLUMNS if pods else ()
+    headers = [
+        "pod" if pods else "node",
+        *(h for h, _ in extra),
+        "verdict",
+        *(SHORT.get(t, t) for t, _ in COLUMNS),
+        "time",
+    ]
     cells: list[list[Any]] = []
     for name, r in zip(names, rows, strict=True):
         v = r["verdict"]
-        row: list[Any] = [
-            Text(name, style="bold"),
-            Text(_verdict_text(r), style=STYLE.get(v, "bold red")),
-        ]
+        row: list[Any] = [Text(name, style="bold")]
+        for _, key in extra:
+            val = r.get(key)
+            bad = key == "status" and val not in ("Running", "Succeeded", "Completed")
+            row.append(Text(plain("-" if val is None else str(val)), style="red" if bad else ""))
+        row.append(Text(_verdict_text(r), style=STYLE.get(v, "bold red")))
         for title, _ in COLUMNS:
             if r["error"]:  # the reason goes under the table
                 row.append(None)
                 continue
             val = r[title]
-            odd = title in common and val != common[title]
+            if val == NOT_PROBED:  # said once, in the row's first such cell
+                said = any(isinstance(c, Text) and c.plain == NOT_PROBED for c in row)
+                row.append(Text("" if said else NOT_PROBED, style="dim"))
+                continue
+            odd = title in common and val != common[title] and r.get("probed", True)
             style = "bold yellow" if odd else ("magenta" if val == "?" else "")
             row.append(Text(plain(val), style=style))
         row.append(_secs(r))
         cells.append(row)
-    title = f"fleet: {len(rows)} nodes" + (f" (*.{domain})" if domain else "")
+    title = f"fleet: {fleet_title(rows)}" + (f" (*.{domain})" if domain else "")
+    keep = (0, len(extra) + 1) if not pods else (0, 1, len(extra) + 1)
     console.print(
         FitTable(
-            title, headers, cells, noun="node", keep=(0, 1), justify={len(headers) - 1: "right"}
+            title,
+            headers,
+            cells,
+            noun="pod" if pods else "node",
+            keep=keep,
+            justify={len(headers) - 1: "right"},
         )
     )
     for name, r in zip(names, rows, strict=True):
@@ -226,6 +309,7 @@ def render_text(
         lines.append(hang(Text(""), Text(_passed_line(passed), style="green")))
     if lines:
         console.print(Panel(Group(*lines), title="drift between nodes", title_align="left"))
+
     render_traps(console, results, names)
 
 
@@ -239,7 +323,8 @@ def render_traps(console: Any, results: list[TargetResult], names: list[str]) ->
     rows = trap_rows(results)
     if not rows:
         return
-    console.print(Text("traps, by the nodes they hit:", style="bold"))
+    pods = all(r.target.kind == "pod" for r in results)
+    console.print(Text(f"traps, by the {'pods' if pods else 'nodes'} they hit:", style="bold"))
     for t in rows:
         nodes = [plain(short.get(n, n)) for n in t["nodes"]]
         every = "all" if len(short) == len(nodes) else "all diagnosed"

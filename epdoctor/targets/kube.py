@@ -815,6 +815,25 @@ SUMMARY_LOG_LINES = 30
 SUMMARY_RESOURCES = ("nvidia.com/gpu", "vpc.amazonaws.com/efa", "hugepages-2Mi")
 
 
+def pod_status(pod: dict[str, Any]) -> str:
+    """The STATUS column of `kubectl get pods`: a container's waiting or terminated reason
+    (CrashLoopBackOff, ImagePullBackOff, OOMKilled, Completed), Terminating, else the phase."""
+    meta = pod.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return "Terminating"
+    st = pod.get("status") or {}
+    for cs in [*(st.get("initContainerStatuses") or []), *(st.get("containerStatuses") or [])]:
+        state = cs.get("state") or {}
+        reason = (state.get("waiting") or {}).get("reason") or (
+            (state.get("terminated") or {}).get("reason")
+            if (state.get("terminated") or {}).get("exitCode")
+            else None
+        )
+        if reason:
+            return str(reason)
+    return str(st.get("reason") or st.get("phase") or "Unknown")
+
+
 def summary(facts: dict[str, Any]) -> dict[str, Any]:
     """What the report shows about the pod next to the probe's facts (and the raw log tails)."""
     pod = facts["pod"]
@@ -836,12 +855,22 @@ def summary(facts: dict[str, Any]) -> dict[str, Any]:
     term = (cs.get("lastState") or {}).get("terminated")
     if term:
         out["last_termination"] = {k: term.get(k) for k in ("exitCode", "reason", "finishedAt")}
+    out["status"] = pod_status(pod)
+    out["created"] = (pod.get("metadata") or {}).get("creationTimestamp")
+    out["node"] = (pod.get("spec") or {}).get("nodeName")
     node = facts.get("node")
     if isinstance(node, dict):
         labels = (node.get("metadata") or {}).get("labels") or {}
         alloc = (node.get("status") or {}).get("allocatable") or {}
+        cap = (node.get("status") or {}).get("capacity") or {}
         out["node"] = node["metadata"]["name"]
-        out["instance_type"] = labels.get("node.kubernetes.io/instance-type")
+        out["instance_type"] = labels.get("node.kubernetes.io/instance-type") or labels.get(
+            "beta.kubernetes.io/instance-type"
+        )
+        out["zone"] = labels.get("topology.kubernetes.io/zone") or labels.get(
+            "failure-domain.beta.kubernetes.io/zone"
+        )
+        out["capacity"] = {k: cap.get(k) for k in SUMMARY_RESOURCES}
         out["allocatable"] = {k: alloc.get(k) for k in SUMMARY_RESOURCES}
     tails = {}
     for which, text in (facts.get("logs") or {}).items():
