@@ -23,7 +23,11 @@ REPO = Path(__file__).resolve().parent.parent
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(REPO)}
     return subprocess.run(
-        [sys.executable, "-m", "epdoctor", *args], capture_output=True, text=True, env=env, timeout=60
+        [sys.executable, "-m", "epdoctor", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
 
 
