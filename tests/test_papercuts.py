@@ -110,3 +110,53 @@ def test_ctrl_c_in_the_plan_questions_is_one_line(capsys):
         assert ask({}, input=pipe, output=DummyOutput()) is None
     out = capsys.readouterr()
     assert "Cancelled" not in out.out + out.err  # the command prints its own one line
+
+
+def test_smoke_dry_run_contacts_no_server():
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    srv.settimeout(0.2)
+    port = srv.getsockname()[1]
+    hits: list[int] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            hits.append(1)
+            conn.close()
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    try:
+        r = cli("run", "smoke", "--dry-run", "--url", f"http://127.0.0.1:{port}")
+    finally:
+        stop.set()
+        t.join(2)
+        srv.close()
+    assert r.returncode == 0, r.stderr
+    assert "dry run: nothing started" in r.stdout + r.stderr
+    assert not hits, "the dry run connected to the server"
+
+
+def test_kernel_test_dry_run_says_what_this_host_lacks(tmp_path):
+    """A Python without torch, on a host without a GPU: the dry run says both, exits 0."""
+    import shutil as sh
+
+    if sh.which("nvidia-smi"):
+        pytest.skip("this host has a GPU")
+    bare = tmp_path / "python"
+    bare.write_text("#!/bin/sh\nexit 1\n")  # a Python that finds no torch
+    bare.chmod(0o755)
+    r = cli("run", "kernel-test", "--dry-run", "--python", str(bare))
+    assert r.returncode == 0, r.stderr
+    out = " ".join((r.stdout + r.stderr).split())
+    assert "dry run: nothing started" in out
+    assert "no NVIDIA GPU on this host" in out and "has no torch" in out
