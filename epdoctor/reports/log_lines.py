@@ -49,8 +49,9 @@ class LinePrinter:
         if source not in self._colour_of:
             self._colour_of[source] = PALETTE[len(self._colour_of) % len(PALETTE)]
         label = source if source.startswith("pod/") else os.path.basename(source) or source
+        label = redact_text(plain(label))  # a file or pod name can hold a token
         self._width = min(max(self._width, len(label)), 48)
-        return self._paint(plain(label).ljust(self._width), self._colour_of[source])
+        return self._paint(label.ljust(self._width), self._colour_of[source])
 
     def split(self, source: str, data: bytes) -> list[bytes]:
         """The whole lines of `data` (with their newline); a partial last one waits."""
