@@ -68,9 +68,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             parser.print_help()
             return exitcodes.OK
+    argv = _kubectl_output(parser, argv)
     args, extra = parser.parse_known_args(argv)
     if extra:  # answered by the sub-command that was given them, with its usage line
-        getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
+        sub = getattr(args, "_parser", parser)
+        sub.error(f"unrecognized arguments: {' '.join(extra)}{did_you_mean(sub, extra)}")
     if not getattr(args, "_run", None):
         parser.print_help()
         return exitcodes.ERROR
@@ -87,6 +89,55 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return exitcodes.OK
+
+
+# kubectl's output flag, as its users type it: -o json|yaml|wide
+_KUBECTL_O = {"json": "--json", "yaml": "--json (epdoctor writes JSON, not YAML)", "wide": "-v"}
+
+
+def did_you_mean(parser: argparse.ArgumentParser, extra: list[str]) -> str:
+    """A hint for a mistyped flag (the closest the command has), as git and cargo give one."""
+    import difflib
+
+    flags = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    for word in extra:
+        if word.startswith("--"):
+            close = difflib.get_close_matches(word.split("=", 1)[0], flags, n=1, cutoff=0.6)
+            if close:
+                return f" (did you mean {close[0]}?)"
+    return ""
+
+
+def _kubectl_output(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """`-o json|yaml|wide` where a command has no -o of its own: its --json or -v, said once."""
+    sub = argv[0] if argv else ""
+    cmds = next(
+        (a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {}
+    )
+    p = cmds.get(sub) if isinstance(cmds, dict) else None
+    if p is None or any("-o" in a.option_strings for a in p._actions):
+        return argv
+    out = list(argv)
+    for i, word in enumerate(out):
+        value = None
+        if word in ("-o", "--output") and i + 1 < len(out):
+            value, n = out[i + 1], 2
+        elif word.startswith(("-o", "--output=")) and word not in ("-o", "--output"):
+            value, n = word.split("=", 1)[-1] if "=" in word else word[2:], 1
+        if value is None:
+            continue
+        flags = {a for x in p._actions for a in x.option_strings}
+        if value == "json" and "--json" in flags:
+            out[i : i + n] = ["--json"]
+        elif value == "wide" and "-v" in flags:
+            out[i : i + n] = ["-v"]
+        elif value == "yaml" and "--json" in flags:
+            p.error("-o yaml: epdoctor writes JSON (--json, or -o json); pipe it to yq for YAML")
+        else:
+            known = [k for k in ("json", "wide") if _KUBECTL_O[k].split()[0] in flags]
+            p.error(f"-o {value}: {sub} takes -o " + ("|".join(known) or "nothing"))
+        break
+    return out
 
 
 def _names(parser: argparse.ArgumentParser) -> set[str]:

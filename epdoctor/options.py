@@ -260,6 +260,8 @@ def to_target_spec(args: argparse.Namespace) -> TargetSpec:
         nodes=bool(a.get("nodes")),
         job_image=a.get("job_image"),
         yes=bool(a.get("yes")),
+        show_manifests=bool(a.get("show_manifests")),
+        dry_run=bool(a.get("dry_run")) and bool(a.get("nodes")),
         probe_timeout=a.get("timeout"),
     )
 
@@ -431,10 +433,18 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         const=True,
         help="demand the efa-direct banner on every rank (default on several nodes)",
     )
-    efa.add_argument("--no-expect-efa", dest="expect_efa", action="store_const", const=False)
+    efa.add_argument(
+        "--no-expect-efa",
+        dest="expect_efa",
+        action="store_const",
+        const=False,
+        help="a rank off EFA is not a failure (a single-node test on purpose)",
+    )
     kt.add_argument("--efa-count", type=int, help="EFA NICs per node (default: plan)")
     kt.add_argument("--timeout", type=float, default=900.0, help="seconds before it is stopped")
-    kt.add_argument("--master-port", type=int, default=29511)
+    kt.add_argument(
+        "--master-port", type=int, default=29511, help="torch.distributed port (default 29511)"
+    )
     kt.add_argument(
         "--master-addr", help="rendezvous address of the first node (default: its address as given)"
     )
@@ -459,7 +469,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     _engine_arguments(sv)
     sv.add_argument("--cmd", help="leader command (default: the plan's)")
     sv.add_argument("--worker-cmd", default=None, help="worker command (default: the plan's)")
-    sv.add_argument("--startup-budget", type=float, default=1800.0, metavar="S")
+    sv.add_argument(
+        "--startup-budget",
+        type=float,
+        default=1800.0,
+        metavar="S",
+        help="seconds the engine may take to become ready (default 1800)",
+    )
     _rollout_arguments(sv, "serve")
 
     sm = sub.add_parser(
@@ -470,7 +486,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     _launch_common(sm)
     _engine_arguments(sm)
     sm.add_argument("--model", help="model name (default: the first of /v1/models)")
-    sm.add_argument("--max-tokens", type=int, default=64)
+    sm.add_argument(
+        "--max-tokens", type=int, default=64, help="tokens the completion may return (default 64)"
+    )
 
     bn = sub.add_parser(
         "bench",
@@ -482,9 +500,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     bn.add_argument("--model", help="model name (default: the first of /v1/models)")
     bn.add_argument("--concurrency", default="1,4,16", help="levels, comma separated")
     bn.add_argument("--requests-per-level", type=int, help="requests per level (default 5 x level)")
-    bn.add_argument("--max-tokens", type=int, default=128)
+    bn.add_argument("--max-tokens", type=int, default=128, help="tokens per request (default 128)")
     bn.add_argument("--warmup", type=int, default=1, help="unmeasured requests before the sweep")
-    bn.add_argument("--request-timeout", type=float, default=600.0)
+    bn.add_argument(
+        "--request-timeout",
+        type=float,
+        default=600.0,
+        help="seconds one request may take (default 600)",
+    )
     bn.add_argument(
         "--ab",
         metavar="BACKEND",
@@ -499,7 +522,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "nodes, image and commands: an env flip only; needs a plan on NCCL >= 2.31.2",
     )
     bn.add_argument("--cmd", help="serve command for --ab (default: the plan's leader command)")
-    bn.add_argument("--startup-budget", type=float, default=1800.0, metavar="S")
+    bn.add_argument(
+        "--startup-budget",
+        type=float,
+        default=1800.0,
+        metavar="S",
+        help="seconds the engine may take to become ready (default 1800)",
+    )
     bn.add_argument("-o", "--output", metavar="DIR", help="write bench.json and bench.csv here")
     _down_parser(sub)
 
@@ -549,7 +578,13 @@ def _rollout_arguments(p: argparse.ArgumentParser, what: str) -> None:
             metavar="LEVELS",
             help="after the smoke request, benchmark at these concurrency levels (e.g. 1,4,16)",
         )
-        g.add_argument("--smoke-max-tokens", type=int, default=64, metavar="N")
+        g.add_argument(
+            "--smoke-max-tokens",
+            type=int,
+            default=64,
+            metavar="N",
+            help="tokens of the smoke completion (default 64)",
+        )
 
 
 def _down_parser(sub: Any) -> None:

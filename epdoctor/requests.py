@@ -66,6 +66,8 @@ class TargetSpec:
     nodes: bool = False
     job_image: str | None = None
     yes: bool = False  # create the node-probe Jobs without asking
+    show_manifests: bool = False  # print the node-probe Jobs before creating them
+    dry_run: bool = False  # print the node-probe Jobs and create nothing
     probe_timeout: float | None = None  # the node-probe Jobs' deadline (diagnose --timeout)
 
     @property
@@ -100,6 +102,9 @@ class LogSources:
 
     files: tuple[str, ...] = ()  # local files; '-' is stdin, .gz is read
     pod: tuple[str, ...] = ()  # pods whose container log is read
+    selector: str | None = None  # pods matching these labels (-l), as --pod each
+    since_s: int | None = None  # only lines newer than this many seconds (--since 10m)
+    tail: int | None = None  # only the last N lines of each pod log (--tail N)
     namespace: str | None = None
     container: str | None = None
     all_containers: bool = False  # every container of each pod, each its own source

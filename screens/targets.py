@@ -4,7 +4,9 @@ The target field takes the same flags as `epdoctor diagnose` (`--bundle FILE`,
 the SSH and Kubernetes flags), parsed by the same flags module (epdoctor.options)
 into the same TargetSpec, so the TUI and the command select the same targets. One table row per target: its probe state, then the key facts
 with values that differ between nodes marked; below, the findings grouped by
-severity with their evidence. Enter on a finding opens its explanation.
+severity with their evidence. Pods also get kubectl's STATUS, RESTARTS, NODE and AGE columns;
+Enter on a target opens its detail (as k9s describes a resource), Enter on a finding its
+explanation. A trap that hits several targets is one entry, with the targets under it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from epdoctor.model import Finding, Status
 from epdoctor.redact import redact_text
 from epdoctor.reports.common import headline, layer_name, sort_findings
 from epdoctor.reports.facts_table import fact_text
+from epdoctor.reports.fleet import POD_COLUMNS, fleet_title, node_rows
 from epdoctor.safeio import markup, plain
 
 CELL_WIDTH = 24  # a fact cell's width; the explanation has the whole value
@@ -82,7 +85,8 @@ KEY_FACTS: tuple[tuple[str, Any], ...] = (
 def fact_cells(facts: dict[str, Any]) -> list[str]:
     if not facts:
         return ["-"] * len(KEY_FACTS)
-    return [fact_text(read(facts)) for _, read in KEY_FACTS]
+    keys = {"efa.ko": "efa_ko", "gdrdrv": "gdrdrv"}  # a module that is absent: "not loaded"
+    return [fact_text(read(facts), keys.get(col, "")) for col, read in KEY_FACTS]
 
 
 def drift_columns(rows: list[list[str]]) -> list[set[int]]:
@@ -199,13 +203,25 @@ class TargetsScreen(Screen[None]):
         self._shown = diagnoses
         table = self.query_one("#target-table", DataTable)
         table.clear(columns=True)  # widths from the final cells, not from "probing…"
-        table.add_columns("target", "state", *(c for c, _ in KEY_FACTS))
         results = [d.result for d in diagnoses]
-        rows = [fact_cells(r.facts) for r in results]
+        self._results = results
+        pods = bool(results) and all(r.target.kind == "pod" for r in results)
+        kube_cols = [h for h, _ in POD_COLUMNS] if pods else []
+        table.add_columns("target", "state", *kube_cols, *(c for c, _ in KEY_FACTS))
+        api = node_rows(results) if pods else [{} for _ in results]
+        probed = ["hostname" in r.facts or not r.facts for r in results]
+        rows = [
+            fact_cells(r.facts) if ok else ["-"] * len(KEY_FACTS)
+            for r, ok in zip(results, probed, strict=True)
+        ]
         marks = drift_columns(rows)
         for i, (r, cells) in enumerate(zip(results, rows, strict=True)):
             state = "ERROR" if r.error else r.worst().value.upper()
-            shown: list[Any] = []
+            shown: list[Any] = (
+                [markup(_api_cell(api[i].get(k))) for _, k in POD_COLUMNS] if pods else []
+            )
+            if not probed[i]:
+                cells = ["not probed"] + [""] * (len(cells) - 1)
             for c, v in enumerate(cells):
                 v = v if len(v) <= CELL_WIDTH else v[: CELL_WIDTH - 1] + "…"
                 # a str cell is read as markup: what a target says goes in escaped
@@ -218,11 +234,12 @@ class TargetsScreen(Screen[None]):
         drifted = sum(1 for m in marks if m)
         fails = sum(1 for r in results for f in r.findings if f.status is Status.FAIL)
         errors = sum(1 for r in results if r.error)
-        summary = f"{len(results)} target(s): {fails} failing finding(s)"
+        what = fleet_title(node_rows(results)) if len(results) > 1 else "1 target"
+        summary = f"{what}: {fails} failing finding(s)"
         if errors:
             summary += f", {errors} could not be diagnosed"
         if drifted:
-            summary += " · ≠ marks a value that differs from the other nodes"
+            summary += " · ≠ differs from the other nodes"
         if len(results) == 1:
             summary = f"{results[0].target.name}: {headline(results[0])}"
         self.query_one("#target-summary", Static).update(summary)
@@ -245,19 +262,41 @@ class TargetsScreen(Screen[None]):
                 Text(f"{SEVERITY_LABEL[status]} ({len(group)})", style=_style(status)),
                 expand=status in (Status.FAIL, Status.WARN, Status.UNKNOWN),
             )
+            by_code: dict[str, list[Finding]] = {}
             for f in group:
-                where = f" · {f.target}" if f.target and len(results) > 1 else ""
+                by_code.setdefault(f.code, []).append(f)
+            for code, hits in by_code.items():
+                f = hits[0]
+                many = len(hits) > 1 and len(results) > 1
+                where = f" · {f.target}" if f.target and len(results) > 1 and not many else ""
+                if many:
+                    where = f" · {len(hits)} targets"
                 item = head.add(
                     Text.assemble(
-                        (f"{f.code} ", "bold"),
-                        (f"[{layer_name(f.code)}] ", "dim"),
+                        (f"{code} ", "bold"),
+                        (f"[{layer_name(code)}] ", "dim"),
                         plain(f.title),
                         (plain(where), "dim"),
                     ),
                     data=f,
                 )
-                for e in f.evidence[:8]:
-                    item.add_leaf(Text(plain(e), style="dim"), data=f)
+                if not many:
+                    for e in f.evidence[:8]:
+                        item.add_leaf(Text(plain(e), style="dim"), data=f)
+                    continue
+                for hit in hits:  # the trap once, the targets it hits under it
+                    node = item.add(Text(plain(hit.target or "fleet"), style="bold"), data=hit)
+                    for e in hit.evidence[:4]:
+                        node.add_leaf(Text(plain(e), style="dim"), data=hit)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a target: its detail (facts, the API's view of a pod, its findings)."""
+        from epdoctor.screens.target_detail import TargetDetailScreen
+
+        results = getattr(self, "_results", None) or []
+        key = event.row_key.value
+        if key is not None and key.isdigit() and int(key) < len(results):
+            self.app.push_screen(TargetDetailScreen(results[int(key)]))
 
     def on_tree_node_selected(self, event: Tree.NodeSelected) -> None:
         f = event.node.data
@@ -307,6 +346,10 @@ class TargetsScreen(Screen[None]):
 
     def action_focus_flags(self) -> None:
         self.query_one("#target-flags", Input).focus()
+
+
+def _api_cell(value: Any) -> str:
+    return "-" if value is None else str(value)
 
 
 def _style(status: Status) -> str:

@@ -17,7 +17,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Header, ListItem, ListView, Markdown, Static
 
 from epdoctor.knowledge import tour as tour_data
-from epdoctor.reports.facts_table import fact_text
+from epdoctor.reports.facts_table import fact_text, label
 
 
 def step_markdown(i: int, step: tour_data.TourStep, total: int) -> str:
@@ -33,7 +33,7 @@ def live_lines(step: tour_data.TourStep, diagnoses: list[Any]) -> list[str]:
     if first.error:
         out.append(f"  could not be diagnosed: {first.error}")
     for name, value in step.live_facts(first.facts or {}):
-        out.append(f"  {name}: {fact_text(value)}")
+        out.append(f"  {label(name)}: {fact_text(value, name)}")
     codes = {t.code for t in step.traps()}
     seen = [
         f

@@ -108,6 +108,7 @@ class SshLab:
         self.authorized.write_text(Path(str(self.key) + ".pub").read_text())
         self.authorized.chmod(0o644)
         self.known_hosts = self.root / "known_hosts"
+        self.known_hosts.touch()
         self.ssh_config = self.root / "ssh_config"
         self.ssh_config.write_text("")
         self.hosts: list[SshdHost] = []
@@ -170,8 +171,10 @@ class SshLab:
     def forget_known_hosts(self) -> None:
         self.known_hosts.write_text("")
 
-    def silent_listener(self) -> int:
-        """A port that accepts TCP connections and never sends a byte."""
+    def silent_listener(self, release: threading.Event | None = None) -> int:
+        """A port that accepts TCP connections and never sends a byte. With `release`, the
+        connections (and the port) are closed when the test sets it: a client then fails at
+        once, so a test decides when "still connecting" ends instead of racing a timeout."""
         srv = socket.socket()
         srv.bind(("127.0.0.1", 0))
         srv.listen(64)
@@ -184,8 +187,22 @@ class SshLab:
                 except OSError:
                     return
                 held.append(conn)  # keep it open, say nothing
+                if release is not None and release.is_set():
+                    conn.close()
+
+        def closer() -> None:
+            assert release is not None
+            release.wait()
+            for c in list(held):
+                with contextlib.suppress(OSError):
+                    c.shutdown(socket.SHUT_RDWR)
+                    c.close()
+            with contextlib.suppress(OSError):
+                srv.close()
 
         threading.Thread(target=serve, daemon=True).start()
+        if release is not None:
+            threading.Thread(target=closer, daemon=True).start()
         self._servers.append(srv)
         return srv.getsockname()[1]
 

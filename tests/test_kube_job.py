@@ -83,9 +83,9 @@ def test_one_job_per_selected_node_gathered_and_cleaned(cluster):
         assert t["error"] is None, t["error"]
         assert t["facts"], "the probe's document came back through the pod log"
         assert "K301" not in {f["code"] for f in t["findings"]}
-    # the exact objects were shown before anything was created
-    assert "kind: Job" in r.stderr and "operator: Exists" in r.stderr
-    assert "kubernetes.io/hostname: ip-10-0-1-10.ec2.internal" in r.stderr
+    # what will be created is said in one line; the YAML only when asked for
+    assert "will create 2 Job(s) in namespace epdoctor" in r.stderr
+    assert "ip-10-0-1-10.ec2.internal" in r.stderr and "kind: Job" not in r.stderr
     posts = [s for s in cluster.emulator.seen if s.startswith("POST ")]
     assert len(posts) == 2 and all("/apis/batch/v1/namespaces/epdoctor/jobs" in p for p in posts)
     # nothing is left behind: Jobs deleted, their pods collected
@@ -97,7 +97,25 @@ def test_refuses_without_a_terminal_or_yes(cluster):
     r = run_cli(cluster, "--nodes", "-l", SELECTOR, "-n", "epdoctor", stdin="")
     assert r.returncode == 2
     assert "pass --yes" in r.stderr
-    assert "kind: Job" in r.stderr, "the objects are still shown"
+    assert "will create 2 Job(s)" in r.stderr, "what would be created is still said"
+    assert not [s for s in cluster.emulator.seen if s.startswith("POST ")]
+
+
+def test_show_manifests_prints_the_exact_jobs_before_asking(cluster):
+    r = run_cli(cluster, "--nodes", "-l", SELECTOR, "-n", "epdoctor", "--show-manifests", stdin="")
+    assert r.returncode == 2 and "pass --yes" in r.stderr
+    assert "kind: Job" in r.stderr and "operator: Exists" in r.stderr
+    assert "kubernetes.io/hostname: ip-10-0-1-10.ec2.internal" in r.stderr
+
+
+def test_dry_run_prints_the_jobs_on_stdout_and_creates_none(cluster):
+    import yaml
+
+    r = run_cli(cluster, "--nodes", "-l", SELECTOR, "-n", "epdoctor", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    docs = list(yaml.safe_load_all(r.stdout))
+    assert [d["kind"] for d in docs] == ["Job", "Job"]
+    assert "none created" in r.stderr
     assert not [s for s in cluster.emulator.seen if s.startswith("POST ")]
 
 

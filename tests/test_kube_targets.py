@@ -499,3 +499,34 @@ def test_unknown_context_and_namespace_without_a_selection(cluster):
     assert r.returncode == 2 and "no context 'prod'" in r.stderr and "emulator" in r.stderr
     r = epdoctor(cluster, "diagnose", "-n", NS)
     assert r.returncode == 2 and "need --pod NAME" in r.stderr
+
+
+def test_pods_are_counted_as_pods_with_kubectl_columns_and_api_facts(cluster):
+    """Two pods on one node are "2 pods on 1 node"; STATUS, RESTARTS, NODE and AGE come from
+    the API; the instance type is the node's label where the probe cannot read it; a pod
+    whose probe never ran is "not probed", never a drifting value."""
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "NO_COLOR": "1", "COLUMNS": "230"}
+    r = subprocess.run(
+        [sys.executable, "-m", "epdoctor", "diagnose", "-l", f"app={STS}", "-n", NS],
+        capture_output=True, text=True, timeout=180, env=env, cwd=REPO,
+    )  # fmt: skip
+    out = r.stdout
+    assert "fleet: 2 pods on 1 node" in out, out[:3000]
+    table = out.split("drift between nodes")[0]
+    head = next(line for line in table.splitlines() if line.lstrip().startswith("pod "))
+    assert "STATUS" in head and "RESTARTS" in head, head
+    # a column (or one the same on every row, folded into the "every pod:" line)
+    flat = " ".join(table.split())
+    assert "NODE" in flat and "AGE" in flat and NODE in flat
+    assert "p5en.48xlarge" in flat  # the node's label: DMI is not readable in a container
+    crash = next(ln for ln in table.splitlines() if f"{STS}-1" in ln)
+    assert "CrashLoopBackOff" in crash and " 5 " in crash
+    assert crash.count("not probed") == 1, crash  # said once, not as a value in every column
+    assert "fleet: 2 nodes" not in out
+    assert "1 of 2 pod(s) not probed" in out
+    doc = report(epdoctor(cluster, "diagnose", "-l", f"app={STS}", "-n", NS, "--json", timeout=180))
+    rows = {n["node"]: n for n in doc["fleet"]["nodes"]}
+    crashed = rows[f"{NS}/{STS}-1"]
+    assert crashed["probed"] is False and crashed["status"] == "CrashLoopBackOff"
+    assert crashed["restarts"] == 5 and crashed["k8s_node"] == NODE
+    assert rows[f"{NS}/{STS}-0"]["instance"] == "p5en.48xlarge"

@@ -85,6 +85,7 @@ def test_follow_prints_findings_as_lines_arrive(tmp_path):
             "epdoctor",
             "logs",
             "--follow",
+            "--findings-only",
             "--transport",
             "gin-proxy",
             str(log),
@@ -103,13 +104,13 @@ def test_follow_prints_findings_as_lines_arrive(tmp_path):
     finally:
         p.send_signal(2)
         p.communicate(timeout=20)
-    assert p.returncode == 1
+    assert p.returncode == 130  # Ctrl-C, as every Unix tool
 
 
 def test_follow_on_stdin_ends_at_eof():
     data = (LOGS / "real-p5en-gin-proxy.log").read_bytes()
     r = subprocess.run(
-        [sys.executable, "-m", "epdoctor", "logs", "-f", "-"],
+        [sys.executable, "-m", "epdoctor", "logs", "-f", "--findings-only", "-"],
         input=data,
         capture_output=True,
         env=ENV,
@@ -117,3 +118,51 @@ def test_follow_on_stdin_ends_at_eof():
     )
     assert r.returncode == 0
     assert "PASS T701" in r.stdout.decode()
+
+
+def test_follow_lines_are_prefixed_redacted_and_colourless_when_piped(tmp_path):
+    """The stern-like lines: each prefixed by its source, a token in a line or in the file's
+    name never printed, no escape codes when piped; the summary after the lines."""
+    token = "hf_" + "a1B2c3D4e5F6g7H8i9J0k1L2"
+    log = tmp_path / f"rank-{token}.log"
+    log.write_text(
+        "h:1:1 [0] NCCL INFO NCCL version 2.30.4+cuda13.0\n"
+        f"HF_TOKEN={token} python3 -m vllm serve\n"
+        "h:1:1 [0] NCCL INFO Using network Socket\n"
+    )
+    env = {k: v for k, v in ENV.items() if k != "NO_COLOR"}
+    r = subprocess.run(
+        [sys.executable, "-m", "epdoctor", "logs", "-f", "--timeout", "2", str(log)],
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    out = r.stdout.decode()
+    assert token not in out + r.stderr.decode()
+    lines = out.splitlines()
+    assert lines[0].startswith("rank-[REDACTED].log ") and lines[0].endswith("2.30.4+cuda13.0")
+    assert lines[2].endswith("Using network Socket")
+    assert lines[3].startswith("  ^ FAIL T701"), lines[:5]  # under the line that proves it
+    assert "\x1b[" not in out  # piped: no colour
+    assert "logs: FAIL" in out.split("---", 1)[1]
+
+
+def test_line_colours_per_source_and_no_color(monkeypatch):
+    import io
+
+    from epdoctor.reports.log_lines import LinePrinter, use_colour
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert use_colour(Tty())
+    out = Tty()
+    p = LinePrinter(out)
+    p.line("pod/ml/a", b"hello\n")
+    p.line("pod/ml/b", b"hello\n")
+    a, b = out.getvalue().splitlines()
+    assert a.startswith("\x1b[") and b.startswith("\x1b[") and a[:8] != b[:8]  # a colour each
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not use_colour(Tty())

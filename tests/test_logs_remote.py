@@ -83,7 +83,7 @@ def _logs(cluster, *args: str) -> subprocess.CompletedProcess:
 
 def _follow(cluster, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "epdoctor", "logs", "--follow", "-n", NS, *args],
+        [sys.executable, "-m", "epdoctor", "logs", "--follow", "--findings-only", "-n", NS, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=_env(cluster),
@@ -171,7 +171,7 @@ def test_follow_prints_a_finding_when_its_line_arrives_and_ctrl_c_closes_the_str
     finally:
         p.send_signal(signal.SIGINT)
         _, err = p.communicate(timeout=30)
-    assert p.returncode == 1, err  # EFA is the goal: a rank on Socket fails
+    assert p.returncode == 130, err  # Ctrl-C, as kubectl and stern
     assert wait_until(lambda: not _open_streams(cluster, "live-0"), 5.0), "the stream stayed open"
     assert b"Traceback" not in err
 
@@ -220,3 +220,56 @@ def test_follow_timeout_stops_the_stream(cluster):
     assert [f["code"] for f in doc["findings"]] == ["T701"]
     assert doc["findings"][0]["severity"] == "unknown"  # one version line proves no network
     assert not _open_streams(cluster, "live-2")
+
+
+def _stern(cluster, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "epdoctor", "logs", "-f", "-n", NS, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(cluster),
+    )
+
+
+def test_selector_follow_streams_lines_per_pod_with_findings_inline(cluster):
+    """`logs -l app=... -f` as stern: every pod the selector names, each line prefixed by its
+    pod, the finding right under the line that proved it, the rank summary after Ctrl-C."""
+    for name in ("sel-0", "sel-1"):
+        pod = running_pod(name, NS)
+        pod["metadata"].setdefault("labels", {})["app"] = "stern-test"
+        cluster.put(pod)
+        cluster.append_log((NS, name, "vllm", False), VERSION_LINE)
+    p = _stern(cluster, "-l", "app=stern-test")
+    try:
+        assert wait_until(
+            lambda: _open_streams(cluster, "sel-0") and _open_streams(cluster, "sel-1")
+        ), p.stderr
+        got = {line_within(p).rstrip() for _ in range(2)}
+        assert got == {
+            f"pod/{NS}/sel-0 {VERSION_LINE.strip()}",
+            f"pod/{NS}/sel-1 {VERSION_LINE.strip()}",
+        }
+        cluster.append_log((NS, "sel-1", "vllm", False), SOCKET_LINE)
+        assert line_within(p).rstrip() == f"pod/{NS}/sel-1 {SOCKET_LINE.strip()}"
+        finding = line_within(p)
+        assert finding.startswith("  ^ FAIL T701") and f"(pod/{NS}/sel-1)" in finding
+    finally:
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    assert p.returncode == 130, err
+    assert b"\x1b[" not in out, "NO_COLOR: no escape codes"
+    tail = out.decode()
+    assert "logs: FAIL" in tail and "ranks" in tail, tail[-2000:]  # the summary on exit
+    assert not _open_streams(cluster, "sel-0") and not _open_streams(cluster, "sel-1")
+
+
+def test_since_and_tail_reach_the_api_server_as_kubectl_sends_them(cluster):
+    r = _logs(cluster, "--pod", "engine-0", "--tail", "3", "--since", "1h30m")
+    assert r.returncode in (0, 1), r.stderr
+    asked = [s for s in cluster.emulator.seen if "/pods/engine-0/log" in s][-1]
+    assert "tailLines=3" in asked and "sinceSeconds=5400" in asked
+    doc = json.loads(r.stdout)
+    assert doc["lines"] <= 3
+    bad = _logs(cluster, "--pod", "engine-0", "--since", "ten minutes")
+    assert bad.returncode == 2 and b"--since" in bad.stderr and b"Traceback" not in bad.stderr
+    assert _logs(cluster, "--since", "5m", "x.log").returncode == 2

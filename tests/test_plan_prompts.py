@@ -31,7 +31,7 @@ def drive(keys: str, answers: dict | None = None):
 
 
 def test_defaults_all_the_way():
-    got = drive(ENTER * 6 + "128" + ENTER + ENTER * 3)
+    got = drive(ENTER * 6 + "128" + ENTER + ENTER * 4)
     assert got == {
         "engine": "vllm",
         "transport": "gin-proxy",
@@ -54,6 +54,7 @@ def test_arrow_keys_pick_and_engine_without_modes_skips_the_mode_question():
         + "\x7f4" + ENTER + ENTER + ENTER + ENTER  # nodes, gpus, model, experts (blank)
         + DOWN + ENTER  # target: bare
         + "10.0.0.1 10.0.0.2 10.0.0.3 10.0.0.4" + ENTER
+        + "123456789012.dkr.ecr.us-east-1.amazonaws.com/trtllm:v1-20261205" + ENTER  # image
     )  # fmt: skip
     got = drive(keys)
     assert got["engine"] == "tensorrt-llm" and got["transport"] == "gin-proxy"
@@ -61,6 +62,17 @@ def test_arrow_keys_pick_and_engine_without_modes_skips_the_mode_question():
     assert "mode" not in got and "num_experts" not in got
     assert got["target"] == "bare"
     assert got["hosts"] == ("10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4")
+    assert got["image"] == "123456789012.dkr.ecr.us-east-1.amazonaws.com/trtllm:v1-20261205"
+
+
+def test_image_question_refuses_a_moving_tag_and_blank_keeps_the_placeholder():
+    from epdoctor.plan import questions as Q
+
+    q = next(q for q in Q.all_questions({}) if q.key == "image")
+    assert Q.parse(q, "") is None
+    assert Q.check(q, "reg.example/x:latest") is not None  # a moving tag is refused
+    assert Q.check(q, "reg.internal/x") is not None  # no tag at all
+    assert Q.parse(q, "reg.internal/x:v1-20261205") == "reg.internal/x:v1-20261205"
 
 
 def test_flags_answer_their_questions():
@@ -69,7 +81,7 @@ def test_flags_answer_their_questions():
         "engine": "vllm", "transport": "efa-gda", "instance": "p5en.48xlarge", "nodes": 2,
         "gpus_per_node": 8, "model": "Qwen/Qwen3-30B-A3B-FP8", "num_experts": 128,
     }  # fmt: skip
-    got = drive(DOWN + ENTER + ENTER + ENTER, given)
+    got = drive(DOWN + ENTER + ENTER + ENTER + ENTER, given)
     assert got == {**given, "mode": "graphs", "target": "kubernetes", "namespace": "default"}
 
 
@@ -77,7 +89,7 @@ def test_validation_refuses_bad_answers_and_keeps_asking():
     # nodes: "0" is refused (Enter does nothing), then backspace and "3".
     keys = ENTER * 3 + "\x7f0" + ENTER + "\x7f3" + ENTER + ENTER
     keys += "\x7f" * 40 + "not a model" + ENTER + "\x7f" * 11 + "Qwen/Qwen3-8B" + ENTER
-    keys += ENTER * 4
+    keys += ENTER * 5
     got = drive(keys)
     assert got["nodes"] == 3 and got["model"] == "Qwen/Qwen3-8B"
 
@@ -95,7 +107,7 @@ def test_questions_are_shared_data():
         )
     assert seen == [
         "engine", "transport", "instance", "nodes", "gpus_per_node", "model", "num_experts",
-        "target", "hosts",
+        "target", "hosts", "image",
     ]  # fmt: skip
     gpus = next(q for q in Q.all_questions({"instance": "p5en"}) if q.key == "gpus_per_node")
     assert (gpus.default, Q.check(gpus, "9")) == ("8", "a whole number from 1 to 8")
@@ -158,8 +170,10 @@ def test_real_terminal_under_tmux(tmp_path):
         keys("Enter")
         wait_for("Namespace")
         keys("Enter")
-        s = wait_for("Wrote")
-        assert "Verdict: SUPPORTED" in s
+        wait_for("Container image")
+        keys("Enter")  # blank: the placeholder, and the plan says what to do about it
+        s = wait_for("epdoctor lint", 30)
+        assert "Verdict: SUPPORTED" in s and "B415" in s
         plan = json.loads((out / "plan.json").read_text())
         assert plan["input"]["engine"] == "dynamo" and plan["experts"]["count"] == 128
         assert (out / "kubernetes" / "dynamo-deepep.yaml").is_file()

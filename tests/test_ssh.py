@@ -131,6 +131,30 @@ def test_unknown_host_key_is_refused_with_the_accept_hint(ssh_lab):
     assert ssh_lab.known_hosts.read_text() == before, "nothing recorded silently"
 
 
+def test_unknown_host_key_shows_the_fingerprint_as_openssh_does_once(ssh_lab):
+    """The fingerprint is public: shown unredacted, once, with the line to compare it out of
+    band; it is the one `ssh-keygen -lf` prints for the host's key file."""
+    h = ssh_lab.start_host("stranger-text", known=False)
+    good = ssh_lab.start_host("known-text")
+    pub = str(h.host_key) + ".pub"
+    lf = subprocess.run(["ssh-keygen", "-lf", pub], capture_output=True, text=True, check=True)
+    fp = lf.stdout.split()[1]
+    assert fp.startswith("SHA256:")
+    cmd = [sys.executable, "-m", "epdoctor", "diagnose", *ssh_lab.cli_args(h.spec, good.spec)]
+    r = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    out = r.stdout + r.stderr
+    assert "[REDACTED]" not in out
+    assert out.count(f"ED25519 key fingerprint is {fp}") == 1, out
+    assert f"ssh-keyscan -p {h.port} -t ed25519 127.0.0.1 | ssh-keygen -lf -" in out
+
+
 def test_accept_new_records_the_key_then_plain_runs_pass(ssh_lab):
     h = ssh_lab.start_host("newcomer", known=False)
     r = run_cli(ssh_lab, h.spec, extra=("--accept-new-host-keys",))

@@ -35,7 +35,8 @@ def test_live_facts_read_the_node_summary_and_env():
     rows = dict(step.live_facts({"env": {"NCCL_GIN_TYPE": "2"}}))
     assert rows["$NCCL_GIN_TYPE"] == "2"
     assert rows["$NCCL_GIN_ENABLE"] is None
-    assert facts_table.fact_text(None) == "not seen"
+    assert facts_table.fact_text(None) == "none"  # as the reports say it
+    assert facts_table.fact_text(None, "gdrdrv") == "not loaded"
     assert facts_table.fact_text({"unknown": "no file"}) == "unknown (no file)"
     assert facts_table.fact_text(True) == "yes"
 

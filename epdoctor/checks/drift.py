@@ -233,7 +233,8 @@ def drift_findings(diagnoses: Sequence[Any]) -> list[Finding]:
     out: list[Finding] = []
     if missing:
         ev = [f"{n}: {why}" for n, why in missing]
-        title = f"{len(missing)} of {len(diagnoses)} node(s) not compared: {_names([n for n, _ in missing], 4)}"
+        noun = "pod" if all(d.result.target.kind == "pod" for d in diagnoses) else "node"
+        title = f"{len(missing)} of {len(diagnoses)} {noun}(s) not probed, so not compared: {_names([n for n, _ in missing], 4)}"
         out.append(_finding("F600", Status.UNKNOWN, title, ev))
     if len(nodes) < 2:
         return out

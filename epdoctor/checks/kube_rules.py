@@ -323,6 +323,7 @@ def rule_instance_resources(objs: Objects) -> Iterator[Hit]:
         inst = _instance_of(spec, objs)
         ispec = instance_spec(inst)
         if ispec is None:
+            yield from _efa_env_without_device(i, spec, base)
             continue
         efa = gpu = 0.0
         where: dict[str, Path] = {}
@@ -362,6 +363,39 @@ def rule_instance_resources(objs: Objects) -> Iterator[Hit]:
                 i,
                 where[GPU],
             )
+
+
+# env that only works with EFA devices in the pod: GIN, the OFI plugin, the EFA provider
+_EFA_ENV = ("NCCL_GIN_TYPE", "NCCL_GIN_ENABLE", "NCCL_GIN_PLUGIN", "FI_EFA_USE_DEVICE_RDMA")
+
+
+def _efa_env_without_device(i: int, spec: Mapping[str, Any], base: Path) -> Iterator[Hit]:
+    """Where the instance is not known: a container whose env asks for EFA (GIN, the EFA
+    provider) and that requests GPUs but no EFA device gets none, and falls back to sockets."""
+    for n, c in containers(spec):
+        res = c.get("resources") or {}
+        lim = {**(res.get("requests") or {}), **(res.get("limits") or {})}
+        if EFA in lim or GPU not in lim:
+            continue
+        env = {
+            e.get("name"): str(e.get("value", ""))
+            for e in c.get("env") or []
+            if isinstance(e, dict)
+        }
+        asks = [k for k in _EFA_ENV if k in env]
+        if env.get("FI_PROVIDER", "").lower() == "efa":
+            asks.append("FI_PROVIDER=efa")
+        if not asks:
+            continue
+        yield Hit(
+            "K207",
+            Status.FAIL,
+            f"container {c.get('name')}: env sets {', '.join(asks)} and asks {GPU} but no"
+            f" {EFA}: the pod gets no EFA device, so GIN cannot come up and NCCL falls back to"
+            " sockets",
+            i,
+            (*base, "containers", n, "resources"),
+        )
 
 
 @detector("K208", domain="kube")

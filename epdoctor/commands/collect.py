@@ -37,7 +37,13 @@ def register(p: argparse.ArgumentParser) -> None:
     )
     add_probe_arguments(p)
     add_target_arguments(p)
-    p.add_argument("--parallel", type=int, default=16, metavar="N")
+    p.add_argument(
+        "--parallel",
+        type=int,
+        default=16,
+        metavar="N",
+        help="targets collected at once (default 16)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

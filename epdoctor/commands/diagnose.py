@@ -60,6 +60,16 @@ def register(p: argparse.ArgumentParser) -> None:
     add_probe_arguments(p)
     add_target_arguments(p)
     p.add_argument(
+        "--show-manifests",
+        action="store_true",
+        help="with --nodes: print each Job's YAML before asking (default: a one-line summary)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --nodes: print the Jobs' YAML on stdout and exit 0; nothing is created",
+    )
+    p.add_argument(
         "--parallel", type=int, default=32, metavar="N", help="targets probed at once (default 32)"
     )
     p.add_argument(
@@ -82,8 +92,13 @@ def run(args: argparse.Namespace) -> int:
         if path != "-":
             check_source(path, "log file")  # before any probe: a FIFO or device never ends
     spec = to_target_spec(args)
+    from epdoctor.targets.base import DryRun
+
     try:
         targets = open_targets(spec)
+    except DryRun as done:
+        print(f"epdoctor: {done}", file=sys.stderr)
+        return exitcodes.OK
     except TargetError as exc:
         raise EpdoctorError(str(exc)) from exc
     request = DiagnoseRequest(

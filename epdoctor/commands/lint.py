@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from epdoctor import exitcodes
 
@@ -21,8 +22,14 @@ def register(p: argparse.ArgumentParser) -> None:
         default="text",
         help="text (default), json, sarif (SARIF 2.1.0) or junit (JUnit XML for CI)",
     )
-    # `-o` names an output path in every other command; formats go through --format.
-    p.add_argument("-o", dest="old_o", metavar="FORMAT", help=argparse.SUPPRESS)
+    # `-o json` as kubectl users type it; -o yaml and -o wide have no lint meaning
+    p.add_argument(
+        "-o",
+        "--output",
+        dest="old_o",
+        metavar="FORMAT",
+        help="same as --format (-o json, -o sarif, -o junit, -o text)",
+    )
     fmt.add_argument("--json", dest="format", action="store_const", const="json", help="JSON")
     fmt.add_argument(
         "--sarif", dest="format", action="store_const", const="sarif", help="SARIF 2.1.0"
@@ -30,8 +37,9 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--fail-on",
         choices=("fail", "warn", "unknown", "info"),
-        default="warn",
-        help="exit 1 when a finding at or above this severity remains (default: warn)",
+        default=None,
+        help="exit 1 when a finding at or above this severity remains (default: warn, or the "
+        "settings file's fail-on)",
     )
     p.add_argument(
         "--select",
@@ -39,6 +47,27 @@ def register(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="CODES",
         help="only these codes or prefixes, comma-separated (e.g. B4,S401)",
+    )
+    p.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="CODES",
+        help="never these codes or prefixes, comma-separated (e.g. K209,C1); adds to the "
+        "settings file's ignore",
+    )
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="do not lint files matching GLOB (path under the folder, or file name: "
+        "'vendor/**', '*.example'); repeatable; listed as not linted",
+    )
+    p.add_argument(
+        "--isolated",
+        action="store_true",
+        help="read no settings file (.epdoctor.toml [lint], pyproject.toml [tool.epdoctor.lint])",
     )
     p.add_argument(
         "--show-suppressed", action="store_true", help="list suppressed findings in text output"
@@ -53,39 +82,50 @@ def register(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from epdoctor.lint import lint_paths, render
+    from epdoctor.lint.config import LintConfig, load
     from epdoctor.model import EpdoctorError
+    from epdoctor.safeio import plain
 
     if args.old_o is not None:
-        hint = f"--format {args.old_o}" if args.old_o in FORMATS else "--format FORMAT"
-        raise EpdoctorError(
-            f"lint -o {args.old_o}: -o is not a format (in epdoctor -o names an output path); "
-            f"use {hint}, and > FILE to save it"
-        )
-    select = [c.strip() for s in args.select for c in s.split(",") if c.strip()]
+        if args.old_o not in FORMATS:
+            raise EpdoctorError(
+                f"lint -o {plain(args.old_o)}: lint writes {', '.join(FORMATS)} "
+                "(-o json, --format sarif, > FILE to save it)"
+            )
+        args.format = args.old_o
+    conf = LintConfig() if args.isolated else load(Path(args.paths[0]).resolve())
+    split = lambda vals: [c.strip() for v in vals for c in v.split(",") if c.strip()]  # noqa: E731
+    select = split(args.select) or list(conf.select)
+    ignore = [*conf.ignore, *split(args.ignore)]
     _check_select(select)
+    _check_select(ignore, flag="--ignore")
+    fail_on = args.fail_on or conf.fail_on or "warn"
+    _check_folders(args.paths)
     try:
-        report = lint_paths(args.paths, select)
+        report = lint_paths(args.paths, select, ignore, [*conf.exclude, *args.exclude])
     except FileNotFoundError as exc:
         raise EpdoctorError(f"no such file or folder: {exc}") from exc
+    report.config = conf.path
+    if report.checked == 0 and not report.errors:
+        reasons = report.skipped + report.not_linted
+        why = "; ".join(reasons[:5]) + (f" (+{len(reasons) - 5} more)" if len(reasons) > 5 else "")
+        raise EpdoctorError(
+            f"nothing to lint in {plain(' '.join(args.paths))}: "
+            + (plain(why) if why else "no file")
+            + ". lint reads Dockerfiles, shell scripts, env files and Kubernetes manifests"
+        )
     if args.format == "json":
         render.dump(render.to_json(report))
     elif args.format == "sarif":
         render.dump(render.to_sarif(report))
     elif args.format == "junit":
-        sys.stdout.write(render.to_junit(report, args.fail_on) + "\n")
+        sys.stdout.write(render.to_junit(report, fail_on) + "\n")
     else:
         render.text(report, sys.stdout, args.show_suppressed)
-    threshold = render.rank(args.fail_on)
+    threshold = render.rank(fail_on)
     if any(render.rank(f.level()) >= threshold for f in report.active):
         return exitcodes.FINDINGS
     if report.errors:
-        return exitcodes.ERROR
-    if report.checked == 0:
-        why = f"{len(report.skipped)} file(s) skipped" if report.skipped else "no recipe file"
-        print(
-            f"epdoctor: error: nothing was checked in {' '.join(args.paths)} ({why})",
-            file=sys.stderr,
-        )
         return exitcodes.ERROR
     if args.strict and report.skipped:
         print(
@@ -97,7 +137,22 @@ def run(args: argparse.Namespace) -> int:
     return exitcodes.OK
 
 
-def _check_select(select: list[str]) -> None:
+def _check_folders(paths: list[str]) -> None:
+    """An empty folder is one clear error, before anything is printed."""
+    import os
+
+    from epdoctor.model import EpdoctorError
+    from epdoctor.safeio import plain
+
+    for p in paths:
+        if os.path.isdir(p) and not any(os.scandir(p)):
+            raise EpdoctorError(
+                f"{plain(p)} is an empty folder: nothing to lint. Give the recipe folder "
+                "(`epdoctor plan` writes one) or its files"
+            )
+
+
+def _check_select(select: list[str], flag: str = "--select") -> None:
     """An unknown code or prefix is an error, not a filter that quietly matches nothing."""
     from epdoctor import knowledge
     from epdoctor.model import EpdoctorError
@@ -107,6 +162,6 @@ def _check_select(select: list[str]) -> None:
     unknown = [s for s in select if not any(c.startswith(s.upper()) for c in codes)]
     if unknown:
         raise EpdoctorError(
-            f"--select {plain(','.join(unknown))}: no such code or prefix "
+            f"{flag} {plain(','.join(unknown))}: no such code or prefix "
             "(`epdoctor traps` lists the codes)"
         )

@@ -1,9 +1,11 @@
 """`epdoctor logs FILE...`: which network each rank's NCCL used, and the traps in the log.
 
-Sources: files ('-' is stdin, .gz is read), pod containers (``--pod``, ``--all-containers``) and
-files on SSH hosts (``--ssh host:/path``). ``--follow`` reads them all at once as they grow,
-each in its own reader thread (epdoctor.targets.logstream), into ONE LogAnalyzer fed per source,
-so a finding prints the moment its line arrives and ranks are still compared across sources.
+Sources: files ('-' is stdin, .gz is read), pod containers (``--pod``, ``-l SELECTOR``,
+``--all-containers``, with kubectl's ``--since`` and ``--tail``) and files on SSH hosts
+(``--ssh host:/path``). ``--follow`` reads them all at once as they grow, each in its own reader
+thread (epdoctor.targets.logstream), into ONE LogAnalyzer fed per source, and prints the lines
+as stern does (a prefix and colour per source, reports.log_lines) with each finding under the
+line that proved it, then the rank summary; ``--findings-only`` prints the findings alone.
 """
 
 from __future__ import annotations
@@ -42,8 +44,14 @@ def register(p: argparse.ArgumentParser) -> None:
         "-f",
         "--follow",
         action="store_true",
-        help="keep reading every source as it grows (files, --pod, --ssh); findings print "
-        "as their lines arrive; Ctrl-C ends it",
+        help="keep reading every source as it grows (files, --pod, -l, --ssh) and print its "
+        "lines, prefixed by source, each finding under the line that proved it; Ctrl-C ends "
+        "it (exit 130) after the rank summary",
+    )
+    p.add_argument(
+        "--findings-only",
+        action="store_true",
+        help="with --follow: print the findings as they arrive, not the lines",
     )
     p.add_argument(
         "--timeout",
@@ -66,7 +74,21 @@ def register(p: argparse.ArgumentParser) -> None:
         "--pod", action="append", default=[], metavar="NAME", help="a pod's log (repeatable)"
     )
     k.add_argument(
-        "-n", "--namespace", metavar="NS", help="namespace of --pod (default: the context's)"
+        "-l",
+        "--selector",
+        metavar="SELECTOR",
+        help="every pod matching these labels, as kubectl logs -l (e.g. app=vllm)",
+    )
+    k.add_argument(
+        "-n", "--namespace", metavar="NS", help="namespace of the pods (default: the context's)"
+    )
+    k.add_argument(
+        "--since",
+        metavar="DURATION",
+        help="pod logs: only lines newer than this (10s, 5m, 2h, 1h30m), as kubectl",
+    )
+    k.add_argument(
+        "--tail", type=int, metavar="N", help="pod logs: only the last N lines of each, as kubectl"
     )
     k.add_argument("-c", "--container", metavar="NAME", help="container (default: the first)")
     k.add_argument(
@@ -117,26 +139,52 @@ def context_of(args: argparse.Namespace):
 
 def _check_args(args: argparse.Namespace) -> None:
     """Refuse what cannot work before anything is opened or connected."""
-    if not (args.files or args.pod or args.ssh):
-        raise EpdoctorError("give log files, '-', --pod NAME or --ssh HOST:/PATH")
+    pods = bool(args.pod or args.selector)
+    if not (args.files or pods or args.ssh):
+        raise EpdoctorError("give log files, '-', --pod NAME, -l SELECTOR or --ssh HOST:/PATH")
+    if (args.since or args.tail is not None) and not pods:
+        raise EpdoctorError("--since and --tail go with --pod or -l (pod logs)")
+    if args.tail is not None and args.tail < 0:
+        raise EpdoctorError("--tail N needs N >= 0")
+    if args.since:
+        since_seconds(args.since)
+    if args.findings_only and not args.follow:
+        raise EpdoctorError("--findings-only goes with --follow (without it only findings print)")
     if args.all_containers and args.container:
         raise EpdoctorError("--all-containers reads every container: leave out -c/--container")
-    if (args.all_containers or args.previous) and not args.pod:
-        raise EpdoctorError("--all-containers and --previous go with --pod")
+    if (args.all_containers or args.previous) and not pods:
+        raise EpdoctorError("--all-containers and --previous go with --pod or -l")
     if args.timeout is not None and (not args.follow or args.timeout <= 0):
         raise EpdoctorError("--timeout S (S > 0) goes with --follow")
     rt = getattr(args, "request_timeout", None)
-    if rt is not None and (rt <= 0 or not args.pod):
-        raise EpdoctorError("--request-timeout S (S > 0) goes with --pod")
+    if rt is not None and (rt <= 0 or not pods):
+        raise EpdoctorError("--request-timeout S (S > 0) goes with --pod or -l")
     for path in args.files:
         if path != "-":
             check_source(path, "log file")  # a FIFO, device or folder would never end a read
+
+
+def since_seconds(text: str) -> int:
+    """kubectl's --since: 10s, 5m, 2h, 1h30m (a bare number is seconds)."""
+    import re
+
+    m = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?|(\d+)", text.strip())
+    if not m or not any(m.groups()):
+        raise EpdoctorError(f"--since {plain(text)!r}: give a duration such as 30s, 10m, 2h, 1h30m")
+    h, mi, sec, bare = (int(g) if g else 0 for g in m.groups())
+    total = bare or h * 3600 + mi * 60 + sec
+    if total <= 0:
+        raise EpdoctorError("--since needs a duration above zero")
+    return total
 
 
 def log_sources(args: argparse.Namespace) -> LogSources:
     return LogSources(
         files=tuple(args.files),
         pod=tuple(args.pod),
+        selector=args.selector,
+        since_s=since_seconds(args.since) if args.since else None,
+        tail=args.tail,
         namespace=args.namespace,
         container=args.container,
         all_containers=args.all_containers,
@@ -225,36 +273,65 @@ def _follow(args: argparse.Namespace, remote: list) -> int:
 
     Ends at Ctrl-C (SIGTERM and SIGHUP too), at --timeout, or when every source ended (stdin
     at EOF, a pod's container finished); every remote reader is stopped before the verdicts
-    that wait for the end of the log print."""
+    that wait for the end of the log print. Ctrl-C exits 130, after the summary."""
     from epdoctor.logwatch import LogAnalyzer
+    from epdoctor.reports.log_lines import LinePrinter
     from epdoctor.targets.logstream import file_stream, follow
 
     an = LogAnalyzer(context_of(args))
     streams = [file_stream(p, follow=True) for p in args.files] + remote
+    lines = None if (args.json or args.findings_only) else LinePrinter()
     seen: list = []
-    lost = False
+    lost = interrupted = False
     try:
         with _signals_interrupt(), contextlib.closing(follow(streams, args.timeout)) as events:
             for ev in events:
                 if ev.error:
                     lost = True
                     _note(f"{ev.stream.name}: {ev.error}")
+                elif ev.data and lines is not None:  # line by line: a finding under its line
+                    for line in lines.split(ev.stream.name, ev.data):
+                        seen += _line(an, lines, ev.stream.name, line)
                 elif ev.data:
                     found = an.feed(ev.data, source=ev.stream.name)
                     seen += found
                     if not args.json:
                         _print_found(found, ev.stream.name)
     except KeyboardInterrupt:
-        pass  # the normal way to end a follow; the readers were stopped on the way out
+        interrupted = True  # the normal way to end a follow; the readers were stopped
+    if lines is not None:
+        for source, partial in lines.rest():
+            seen += _line(an, lines, source, partial)
     rest = an.finish()
     if args.json:
         import json
 
         doc = {"findings": [x.to_json() for x in seen + rest]}
         print(redact_text(json.dumps(doc, indent=2)))
+    elif lines is not None:
+        _summary(args, an)
     else:
         _print_found(rest, None)
+    if interrupted:
+        return exitcodes.INTERRUPTED
     return _exit(seen + rest, args.fail_on, lost)
+
+
+def _line(an, lines, source: str, line: bytes) -> list:
+    lines.line(source, line)
+    found = an.feed(line, source=source)
+    for fd in found:
+        lines.finding(source, fd)
+    return found
+
+
+def _summary(args: argparse.Namespace, an) -> None:
+    """On exit: the rank table and every finding, as `epdoctor logs` prints for files."""
+    from epdoctor.commands._common import console
+    from epdoctor.reports import logs_report
+
+    print("---", flush=True)
+    logs_report.render_text(console(), an.analysis(), verbose=args.verbose)
 
 
 def _print_found(found: list, source: str | None) -> None:

@@ -24,7 +24,7 @@ TRANSPORT_DEFAULTS = "nvshmem for sglang, gin-proxy for the others"
 # Flag destinations that are questions; None = not given on the command line.
 QUESTIONS = (
     "engine", "transport", "instance", "nodes", "gpus_per_node", "model", "mode",
-    "target", "namespace", "hosts", "num_experts",
+    "target", "namespace", "hosts", "num_experts", "image",
 )  # fmt: skip
 
 
@@ -148,9 +148,13 @@ def run(args: argparse.Namespace) -> int:
 
         print(json.dumps(plan_json(plan), indent=2))
     else:
-        sys.stdout.write(render_text(plan))
+        import shutil
+
+        width = shutil.get_terminal_size().columns - 1 if sys.stdout.isatty() else None
+        sys.stdout.write(render_text(plan, width))
         if written:
             print(f"\nWrote {len(written)} files to {args.output}: {', '.join(written)}")
+            _next_steps(plan, args.output)
     # Experts that do not divide over EP (or a dense model) are bad input, not a
     # finding about a stack: say so on stderr and exit 2, after the plan itself.
     bad_ep = [r for r in plan.reasons if r.code == "D506" and r.level.value == "blocker"]
@@ -158,6 +162,30 @@ def run(args: argparse.Namespace) -> int:
         print(f"epdoctor: error: {bad_ep[0].message}", file=sys.stderr)
         return exitcodes.ERROR
     return exitcodes.OK if plan.supported else exitcodes.FINDINGS
+
+
+def _next_steps(plan: Any, out: str) -> None:
+    """After -o with the placeholder image: the exact commands that make the recipe lint-clean."""
+    import shlex
+
+    from epdoctor.plan.rules import (
+        PLACEHOLDER_REGISTRY,
+        image_is_placeholder,
+        replan_command,
+        your_image,
+    )
+
+    if not image_is_placeholder(plan.image):
+        return
+    mine = your_image(plan.image) if plan.image.startswith(PLACEHOLDER_REGISTRY) else '"$IMAGE"'
+    d = shlex.quote(out)
+    print(
+        f"\nThe image is a placeholder (B415): `epdoctor lint {d}` fails until it is yours. Next:\n"
+        "  export REGISTRY=123456789012.dkr.ecr.us-east-1.amazonaws.com   # your registry\n"
+        f"  docker build -t {mine} {d} && docker push {mine}\n"
+        f"  {replan_command(plan.input, mine)} -o {d} --force\n"
+        f"  epdoctor lint {d}"
+    )
 
 
 def ask(answers: dict[str, Any], **io: Any) -> dict[str, Any] | None:
@@ -172,21 +200,22 @@ def ask(answers: dict[str, Any], **io: Any) -> dict[str, Any] | None:
     from epdoctor.plan import questions as Q
 
     out: dict[str, Any] = dict(answers)
-    while (q := Q.next_question(out)) is not None:
-        if q.kind == "select":
-            choices = [questionary.Choice(label, value=v) for v, label in q.choices]
-            value = questionary.select(q.prompt, choices=choices, default=q.default, **io).ask()
-            if value is None:
-                return None
-        else:
-            raw = questionary.text(
-                q.prompt,
-                default=q.default,
-                validate=lambda text, q=q: Q.check(q, text) or True,
-                **io,
-            ).ask()
-            if raw is None:
-                return None
-            value = Q.parse(q, raw)
-        out[q.key] = value
+    try:  # unsafe_ask: Ctrl-C is ours to report, once (ask() would print a line of its own)
+        while (q := Q.next_question(out)) is not None:
+            if q.kind == "select":
+                choices = [questionary.Choice(label, value=v) for v, label in q.choices]
+                value = questionary.select(
+                    q.prompt, choices=choices, default=q.default, **io
+                ).unsafe_ask()
+            else:
+                raw = questionary.text(
+                    q.prompt,
+                    default=q.default,
+                    validate=lambda text, q=q: Q.check(q, text) or True,
+                    **io,
+                ).unsafe_ask()
+                value = Q.parse(q, raw)
+            out[q.key] = value
+    except (KeyboardInterrupt, EOFError):
+        return None
     return Q.answered(out)

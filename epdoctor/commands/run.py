@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import replace
 from typing import Any
@@ -101,7 +102,10 @@ def launch(args: argparse.Namespace) -> int:
         from epdoctor.launch import smoke
 
         planned = str((plan.get("input") or {}).get("model") or "")
-        model = o.model or smoke.first_model(o.url) or planned
+        if req.dry_run:  # a dry run contacts nothing: the model is the flag's or the plan's
+            model = o.model or planned or "<the first model GET /v1/models names>"
+        else:
+            model = o.model or smoke.first_model(o.url) or planned
         if not model:
             view.print(f"[red]no model: {o.url}/v1/models answered nothing; pass --model[/red]")
             return exitcodes.ERROR
@@ -128,6 +132,8 @@ def launch(args: argparse.Namespace) -> int:
         req.what, "isolation" if isolate else f"the {getattr(cfg, 'kind', '')} kernel test"
     )
     code = confirm(req, view, prepared.lines, what)
+    if req.dry_run and req.what == "kernel-test":
+        _local_readiness(view, nodes, getattr(cfg, "python", "python3"))
     if code is None and req.what != "bench":
         advisory = req.what == "kernel-test" and not isolate
         advisory = advisory and cfg.kind == "builtin" and len(nodes) == 1
@@ -136,6 +142,27 @@ def launch(args: argparse.Namespace) -> int:
     if code is not None:
         return code
     return finish(view, prepared)
+
+
+def _local_readiness(view: Any, nodes: list[Any], python: str) -> None:
+    """A dry run on this host says what would stop the kernel test here (no torch, no GPU)."""
+    import shutil
+    import subprocess
+
+    if not any(type(n).__name__ == "LocalNode" for n in nodes):
+        return
+    notes = []
+    if shutil.which("nvidia-smi") is None and not os.path.exists("/dev/nvidia0"):
+        notes.append("no NVIDIA GPU on this host (no nvidia-smi, no /dev/nvidia0)")
+    probe = "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is None)"
+    try:
+        ok = subprocess.run([python, "-c", probe], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    if not ok:
+        notes.append(f"{python} has no torch (pass --python PATH to a Python that has it)")
+    for n in notes:
+        view.print(f"[yellow]note: on this host the kernel test would not start: {n}[/yellow]")
 
 
 def confirm(req: LaunchRequest, view: Any, lines: list[str], what: str) -> int | None:

@@ -17,8 +17,12 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--layer", help="host, packaging, plugin, transport, deepep, engine, kubernetes, ..."
     )
-    p.add_argument("--severity", choices=("fail", "warn", "unknown", "info"))
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--severity",
+        choices=("fail", "warn", "unknown", "info"),
+        help="only traps whose default severity is this",
+    )
+    p.add_argument("--json", action="store_true", help="print the list as JSON")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -206,7 +206,7 @@ def load_linters() -> None:
     import epdoctor.lint as pkg
 
     for mod in pkgutil.iter_modules(pkg.__path__):
-        if mod.name not in {"base", "render", "run"} and not mod.name.startswith("_"):
+        if mod.name not in {"base", "render", "run", "config"} and not mod.name.startswith("_"):
             importlib.import_module(f"epdoctor.lint.{mod.name}")
 
 
@@ -256,6 +256,12 @@ def _head(path: Path) -> tuple[str | None, str]:
     return raw.decode("utf-8", errors="replace"), ""
 
 
+def _unclaimed_why(path: Path) -> str:
+    if path.suffix.lower() in {".yaml", ".yml"}:
+        return "YAML without apiVersion and kind: not a Kubernetes manifest"
+    return "no linter reads this kind of file"
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISFIFO(mode):
         return "a FIFO"
@@ -266,9 +272,24 @@ def _kind(mode: int) -> str:
     return "a directory" if stat.S_ISDIR(mode) else "a special file"
 
 
-def discover(paths: Sequence[str | Path]) -> tuple[Path, list[RecipeFile], list[str]]:
+def excluded_by(rel: str, exclude: Sequence[str]) -> str | None:
+    """The --exclude glob that matches this file (its path under the root, or its name)."""
+    import fnmatch
+
+    name = rel.rsplit("/", 1)[-1]
+    for g in exclude:
+        g = g.rstrip("/")
+        if fnmatch.fnmatch(rel, g) or fnmatch.fnmatch(name, g) or rel.startswith(g + "/"):
+            return g
+    return None
+
+
+def discover(
+    paths: Sequence[str | Path], exclude: Sequence[str] = (), not_linted: list[str] | None = None
+) -> tuple[Path, list[RecipeFile], list[str]]:
     """Files under `paths` with the kinds that claim them, the common root, and the files
-    skipped (unreadable, binary, too large, not regular) as "path: why" lines.
+    skipped (unreadable, binary, too large, not regular) as "path: why" lines. Files no
+    linter reads, or that `exclude` names, go to `not_linted` ("path: why").
 
     A folder is walked; a file named directly is linted even if no matcher
     would find it by walking (its kinds are still decided by the matchers). A path named
@@ -296,11 +317,18 @@ def discover(paths: Sequence[str | Path]) -> tuple[Path, list[RecipeFile], list[
                 continue
             seen.add(path)
             rel = path.relative_to(root).as_posix()
+            glob = excluded_by(rel, exclude)
+            if glob is not None:
+                if not_linted is not None:
+                    not_linted.append(f"{rel}: excluded by {glob!r}")
+                continue
             head, why = _head(path)
             if head is None:
                 skipped.append(f"{rel}: {why}")
                 continue
             kinds = tuple(dict.fromkeys(lt.kind for lt in LINTERS if lt.matcher(path, head)))
+            if not kinds and not_linted is not None:
+                not_linted.append(f"{rel}: {_unclaimed_why(path)}")
             files.append(RecipeFile(path, rel, kinds))
     return root, files, skipped
 
@@ -368,6 +396,8 @@ class LintReport:
     errors: list[str] = field(default_factory=list)  # a linter that crashed on a file
     skipped: list[str] = field(default_factory=list)  # files not read, or not parsed, and why
     checked: int = -1  # recipe files at least one linter read through (-1: not counted)
+    not_linted: list[str] = field(default_factory=list)  # excluded or of no kind, and why
+    config: str | None = None  # the settings file read (lint/config.py)
 
     @property
     def active(self) -> list[LintFinding]:
@@ -378,9 +408,16 @@ class LintReport:
         return [f for f in self.findings if f.suppressed is not None]
 
 
-def lint_paths(paths: Sequence[str | Path], select: Iterable[str] = ()) -> LintReport:
-    """Lint files and folders; `select` keeps only codes with these prefixes."""
-    root, files, skipped = discover(paths)
+def lint_paths(
+    paths: Sequence[str | Path],
+    select: Iterable[str] = (),
+    ignore: Iterable[str] = (),
+    exclude: Sequence[str] = (),
+) -> LintReport:
+    """Lint files and folders; `select` keeps only codes with these prefixes, `ignore` drops
+    them; files matching an `exclude` glob are not read (and listed in not_linted)."""
+    not_linted: list[str] = []
+    root, files, skipped = discover(paths, exclude, not_linted)
     ctx = LintContext(root, files)
     prefixes = tuple(s.upper() for s in select)
     findings: list[LintFinding] = []
@@ -405,8 +442,42 @@ def lint_paths(paths: Sequence[str | Path], select: Iterable[str] = ()) -> LintR
         findings.extend(apply_suppressions(f, found))
     if prefixes:
         findings = [f for f in findings if f.code.startswith(prefixes)]
+    dropped = tuple(s.upper() for s in ignore)
+    if dropped:
+        findings = [f for f in findings if not f.code.startswith(dropped)]
+    by_rel = {f.rel: f for f in files}
+    findings = [_placed(by_rel.get(f.path), f) for f in findings]
     findings.sort(key=lambda f: (f.path, f.line, f.column, f.code))
-    return LintReport(root, files, findings, errors, skipped, checked)
+    return LintReport(root, files, findings, errors, skipped, checked, not_linted)
+
+
+_WORD = re.compile(r"[A-Za-z0-9_./:=@+-]{3,}")
+_NOT_A_TOKEN = frozenset({"container", "the", "and", "not", "with", "for", "from", "that", "this"})
+
+
+def _placed(file: RecipeFile | None, f: LintFinding) -> LintFinding:
+    """Give a finding a real column where its rule left column 1: the first word of its
+    message that its line holds (the variable, the image, the flag), else the line's first
+    non-blank character, as editors and CI annotations expect."""
+    if file is None or f.column != 1 or not f.location or f.line < 1:
+        return f
+    try:
+        text = file.lines[f.line - 1]
+    except IndexError:
+        return f
+    col = len(text) - len(text.lstrip()) + 1
+    quoted = re.findall(r"`([^`]+)`", f.title)  # what the rule quotes comes first
+    words = [w for q in quoted for w in (q, q.split()[0])]
+    words += [m.group(0).strip(".:,;=") for m in _WORD.finditer(f.title.replace("`", " "))]
+    for word in words:
+        if len(word) < 2 or word.lower() in _NOT_A_TOKEN:
+            continue
+        if (at := text.find(word)) >= 0:
+            col = at + 1
+            break
+    if col == 1:
+        return f
+    return dataclasses.replace(f, location=dataclasses.replace(f.location, column=col))
 
 
 # ---- matchers shared by linter modules --------------------------------------------------

@@ -39,7 +39,9 @@ TRANSPORT_PREFIXES = (
 REPORTED = (Status.WARN, Status.FAIL)
 _LINE_RE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _EVIDENCE_VAR_RE = re.compile(r"\b([A-Z_][A-Z0-9_]*)=")
-_ENV_NAME_RE = re.compile(r"(^|/)(\.env[^/]*|[^/]*\.env(\.[a-z]+)?|env_vars[^/]*)$")
+_ENV_NAME_RE = re.compile(
+    r"(^|/)(\.env[^/]*|[^/]*\.env(\.[a-z]+)?|env_vars[^/]*|env\.(example|sample|template|dist|local))$"
+)
 
 
 def is_env_file(path: Path, head: str) -> bool:

@@ -151,21 +151,23 @@ def lint_manifest(file: RecipeFile, ctx: LintContext) -> Iterable[LintFinding]:
     for hit in kube_rules.manifest_hits(objs):
         line = docs[hit.obj].line_of(hit.path)
         yield finding(file, line, hit.code, hit.message, status=hit.level or hit.status)
-    yield from _env_contract(file, docs, objs)
+    yield from _env_contract(file, docs, objs, ctx)
     yield from manifest_images(file, docs)
 
 
 def _env_contract(
-    file: RecipeFile, docs: list[Document], objs: kube_rules.Objects
+    file: RecipeFile, docs: list[Document], objs: kube_rules.Objects, ctx: LintContext
 ) -> Iterable[LintFinding]:
     """The env contract (checks/env.py) on each container's literal env values."""
     from epdoctor.checks.env import env_findings
+    from epdoctor.lint.envfile import engines_in
 
     seen: set[tuple[str, int]] = set()
     for i, cpath, cname, env in kube_rules.container_envs(objs):
         values = {k: v for k, (v, _) in env.items()}
         container = _at(docs[i].obj, cpath)
-        engines = kube_rules.engines_of(container)
+        # the container's own command, else what the folder runs: as a script's env is judged
+        engines = kube_rules.engines_of(container) or engines_in(ctx)
         for f in env_findings(values, engines=engines, where=f"{file.rel} container {cname}"):
             if f.status not in REPORTED:
                 continue

@@ -44,6 +44,8 @@ def text(report: LintReport, stream: TextIO | None = None, show_suppressed: bool
         stream.write(f"error: {plain(err)}\n")
     for skip in report.skipped:
         stream.write(f"skipped: {plain(skip)}\n")
+    for skip in report.not_linted:
+        stream.write(f"not linted: {plain(skip)}\n")
     counts = Counter(f.level() for f in report.active)
     parts = [f"{counts[lv]} {lv}" for lv in reversed(LEVELS) if counts[lv]]
     summary = f"{len(report.active)} finding(s)" + (f" ({', '.join(parts)})" if parts else "")
@@ -53,6 +55,8 @@ def text(report: LintReport, stream: TextIO | None = None, show_suppressed: bool
         summary += f"; {len(report.suppressed)} suppressed"
     if report.skipped:
         summary += f"; {len(report.skipped)} skipped"
+    if report.not_linted:
+        summary += f"; {len(report.not_linted)} not linted"
     stream.write(summary + ". `epdoctor explain CODE` explains a code.\n")
 
 
@@ -71,6 +75,8 @@ def to_json(report: LintReport) -> dict[str, object]:
         },
         "errors": list(report.errors),
         "skipped": list(report.skipped),
+        "not_linted": list(report.not_linted),
+        "config": report.config,
     }
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from epdoctor.knowledge import stack
 from epdoctor.plan.experts import validate_model
-from epdoctor.plan.make import ALIASES, MAX_NODES
+from epdoctor.plan.make import ALIASES, MAX_NODES, validate_image
 from epdoctor.plan.model import PlanInput, PlanInputError
 
 
@@ -19,7 +19,7 @@ from epdoctor.plan.model import PlanInput, PlanInputError
 class Question:
     key: str  # the PlanInput field it answers
     prompt: str
-    kind: str  # "select", "int", "text", "optional-int", "hosts"
+    kind: str  # "select", "int", "text", "optional-int", "hosts", "optional-image"
     choices: tuple[tuple[str, str], ...] = ()  # (value, label) for "select"
     default: str = ""
     limit: int = 0  # upper bound for "int"
@@ -111,6 +111,14 @@ def all_questions(answers: dict[str, Any]) -> list[Question]:
                 "hosts",
             )
         )
+    qs.append(
+        Question(
+            "image",
+            "Container image, REGISTRY/NAME:TAG (blank: a placeholder; build and push the "
+            "written Dockerfile, then plan again with --image)",
+            "optional-image",
+        )
+    )
     return qs
 
 
@@ -161,6 +169,8 @@ def parse(q: Question, raw: str) -> Any:
         return int(v)
     if q.kind == "hosts":
         return v.split() or None
+    if q.kind == "optional-image":
+        return validate_image(v) if v else None
     if q.key == "model":
         validate_model(v)
     elif not v:

@@ -285,6 +285,51 @@ def measured(c: Ctx) -> Iterator[Reason]:
         )
 
 
+PLACEHOLDER_REGISTRY = "REPLACE_WITH_YOUR_REGISTRY"
+
+
+def image_is_placeholder(image: str) -> bool:
+    return image.startswith(PLACEHOLDER_REGISTRY) or "REPLACE_WITH" in image
+
+
+def your_image(image: str) -> str:
+    """The placeholder image under the operator's registry, as a shell word: "$REGISTRY/..."."""
+    return '"$REGISTRY' + image[len(PLACEHOLDER_REGISTRY) :] + '"'
+
+
+def replan_command(inp: PlanInput, image: str) -> str:
+    """The `epdoctor plan` line that makes this same plan with `image` (a shell word already;
+    scripts, not prompts)."""
+    import shlex
+
+    args = ["epdoctor", "plan", "--no-input", "--engine", inp.engine, "--transport", inp.transport]
+    args += ["--instance", inp.instance, "--nodes", str(inp.nodes), "--model", inp.model]
+    if inp.target and inp.target != "kubernetes":
+        args += ["--target", inp.target]
+    for h in inp.hosts:
+        args += ["--host", h]
+    if inp.namespace and inp.namespace != "default":
+        args += ["-n", inp.namespace]
+    return " ".join(shlex.quote(str(a)) for a in args) + f" --image {image}"
+
+
+@detector("B415", domain="plan")
+def placeholder_image(c: Ctx) -> Iterator[Reason]:
+    """The engine's default image names no registry: say so, with the commands that fix it."""
+    image = c.inp.image or c.engine.image
+    if not image_is_placeholder(image):
+        return
+    mine = your_image(image) if image.startswith(PLACEHOLDER_REGISTRY) else '"$IMAGE"'
+    yield _r(
+        "B415",
+        Level.INFO,  # the stack is not in question: the verdict stays; lint still fails on it
+        f"The image {image} is a placeholder: no node can pull it and `epdoctor lint` fails on "
+        "it. With REGISTRY set to your registry, build the written Dockerfile and push it "
+        f"(docker build -t {mine} DIR && docker push {mine}), then plan again with it: "
+        f"{replan_command(c.inp, mine)} -o DIR --force",
+    )
+
+
 @detector("M508", "E401", domain="plan")
 def vllm_pin_served(c: Ctx) -> Iterator[Reason]:
     if not c.vllm_pin:

@@ -8,21 +8,41 @@ from epdoctor.plan.model import Level, Plan
 MARK = {Level.BLOCKER: "x", Level.CAVEAT: "!", Level.UNKNOWN: "?", Level.INFO: "-"}
 
 
-def lines(plan: Plan) -> list[str]:
+def _wrap(text: str, width: int | None, indent: int) -> list[str]:
+    """Prose wrapped at words with a hanging indent (never mid-word); unwrapped when piped."""
+    if not width or len(text) <= width:
+        return [text]
+    import textwrap
+
+    return textwrap.wrap(
+        text,
+        width=max(width, 40),
+        subsequent_indent=" " * indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def lines(plan: Plan, width: int | None = None) -> list[str]:
     i = plan.input
-    out = [
-        f"Verdict: {plan.verdict.value.upper()}",
+    out = [f"Verdict: {plan.verdict.value.upper()}"]
+    out += _wrap(
         f"  {plan.extra['engine_label']} over {plan.extra['transport_label']} on "
         f"{i.nodes} x {plan.instance} ({plan.gpus_per_node} x {plan.extra['gpu']}, "
         f"{plan.efa_per_node} EFA per node), {i.model}",
+        width,
+        4,
+    )
+    out += _wrap(
         f"  world {plan.world} GPUs, serve EP{plan.serve_ep}, mode {plan.mode}"
         + (f", NCCL {plan.nccl} (NCCL_GIN_TYPE={plan.gin_type})" if plan.nccl else "")
         + (f", vLLM {plan.vllm_pin}" if plan.vllm_pin else ""),
-        "",
-        "Reasons (epdoctor explain CODE for each):",
-    ]
+        width,
+        4,
+    )
+    out += ["", "Reasons (epdoctor explain CODE for each):"]
     for r in plan.reasons:
-        out.append(f"  {MARK[r.level]} {r.code} [{r.level.value}] {r.message}")
+        out += _wrap(f"  {MARK[r.level]} {r.code} [{r.level.value}] {r.message}", width, 4)
     if not plan.supported:
         return out
     out += ["", "Env contract (set exactly these):"]
@@ -31,7 +51,8 @@ def lines(plan: Plan) -> list[str]:
         out.append(f"  {e.name.ljust(width)} = {e.value}    [{e.code}, read by {e.reader}]")
     if plan.forbidden:
         out += ["", "Must NOT be set:"]
-        out += [f"  {f.name}  [{f.code}] {f.why}" for f in plan.forbidden]
+        for f in plan.forbidden:
+            out += _wrap(f"  {f.name}  [{f.code}] {f.why}", width, 4)
     out += ["", "Pins and floors:"]
     for p in plan.pins:
         out.append(f"  {p.component}: {p.value}  ({p.kind}, {p.code})")
@@ -44,5 +65,6 @@ def lines(plan: Plan) -> list[str]:
     return out
 
 
-def render_text(plan: Plan) -> str:
-    return "\n".join(lines(plan)) + "\n"
+def render_text(plan: Plan, width: int | None = None) -> str:
+    """`width`: the terminal's columns (prose wraps at words); None when piped."""
+    return "\n".join(lines(plan, width)) + "\n"

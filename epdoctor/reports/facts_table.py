@@ -5,14 +5,33 @@ from __future__ import annotations
 
 from typing import Any
 
+# How the reports, the fleet table, the tour and the targets screen name a fact (one word
+# for one thing everywhere: a kernel module that is absent is "not loaded", in every view).
+LABELS = {
+    "instance_type": "instance type", "gpus": "GPUs", "driver": "NVIDIA driver",
+    "efa_ko": "efa.ko", "efa_devices": "EFA devices", "hw_counters": "EFA hw counters",
+    "efa_installer": "EFA installer", "gdrdrv": "gdrdrv", "dev_gdrdrv": "/dev/gdrdrv",
+    "libfabric": "libfabric", "libfabric_files": "libfabric files", "plugins": "aws-ofi-nccl",
+    "nccl": "NCCL", "ldconfig_libnccl": "ldconfig libnccl.so.2", "python": "python",
+    "in_container": "in a container",
+}  # fmt: skip
+NOT_LOADED = frozenset({"efa_ko", "gdrdrv"})  # kernel modules: None is "not loaded"
 
-def fact_text(value: Any) -> str:
-    """A fact value as one line (the summary is JSON-ready: dicts, lists, scalars).
 
-    For a step of the tour a fact the node did not report is "not seen"; the report rows
-    (``_v``) say "none" and join lists with commas."""
+def label(key: str) -> str:
+    return LABELS.get(key, key.replace("_", " "))
+
+
+def absent(key: str) -> str:
+    """What every view says for a fact the node reported as absent (None)."""
+    return "not loaded" if key in NOT_LOADED else "none"
+
+
+def fact_text(value: Any, key: str = "") -> str:
+    """A fact value as one line (the summary is JSON-ready: dicts, lists, scalars); an absent
+    value reads as the reports say it ("not loaded" for a kernel module, else "none")."""
     if value is None:
-        return "not seen"
+        return absent(key)
     if isinstance(value, dict) and set(value) == {"unknown"}:
         return f"unknown ({value['unknown']})"
     if isinstance(value, bool):
@@ -24,11 +43,11 @@ def fact_text(value: Any) -> str:
     return str(value)
 
 
-def _v(value: Any) -> str:
+def _v(value: Any, key: str = "") -> str:
     if isinstance(value, dict) and "unknown" in value:
         return f"unknown ({value['unknown']})"
     if value is None:
-        return "none"
+        return absent(key)
     if isinstance(value, list):
         return ", ".join(str(x) for x in value) or "none"
     return str(value)
@@ -47,7 +66,7 @@ def fact_rows(facts: dict[str, Any]) -> list[tuple[str, str]]:
         ("instance type", _v(facts.get("instance_type"))),
         ("GPUs", _v(facts.get("gpus"))),
         ("NVIDIA driver", _v(facts.get("driver"))),
-        ("efa.ko", _v(facts.get("efa_ko"))),
+        ("efa.ko", _v(facts.get("efa_ko"), "efa_ko")),
         (
             "EFA devices",
             f"{facts.get('efa_devices')}"
@@ -59,7 +78,7 @@ def fact_rows(facts: dict[str, Any]) -> list[tuple[str, str]]:
         ),
         (
             "gdrdrv",
-            _v(facts.get("gdrdrv"))
+            _v(facts.get("gdrdrv"), "gdrdrv")
             + (
                 ""
                 if facts.get("dev_gdrdrv") is None

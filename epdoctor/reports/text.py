@@ -7,7 +7,13 @@ from rich.panel import Panel
 from rich.text import Text
 
 from epdoctor.model import Finding, Status, TargetResult
-from epdoctor.reports.common import SHOWN_BY_DEFAULT, counts, headline, layer_name, sort_findings
+from epdoctor.reports.common import (
+    SHOWN_BY_DEFAULT,
+    counts,
+    headline,
+    layer_name,
+    sort_findings,
+)
 from epdoctor.reports.facts_table import fact_rows
 from epdoctor.reports.layout import KeyValues, Units, hang
 from epdoctor.safeio import plain  # what a target or a bundle says: no escape codes, no markup
@@ -38,7 +44,10 @@ def _finding(f: Finding, show_evidence: bool) -> list[RenderableType]:
     return out
 
 
-def render_target(console: Console, r: TargetResult, verbose: bool = False) -> None:
+def render_target(
+    console: Console, r: TargetResult, verbose: bool = False, above: frozenset[str] = frozenset()
+) -> None:
+    """One target's panel; `above`: codes the fleet summary already lists for every node."""
     title = Text(plain(f"{r.target.name} ({r.target.kind})"))  # a str title would be markup
     if r.error and not r.findings:
         why = Text(f"could not diagnose: {plain(r.error)}", style="bold red")
@@ -46,6 +55,11 @@ def render_target(console: Console, r: TargetResult, verbose: bool = False) -> N
         return
     shown = [f for f in sort_findings(r.findings) if verbose or f.status in SHOWN_BY_DEFAULT]
     lines: list[RenderableType] = []
+    if above and not verbose:
+        shown = [f for f in shown if f.code not in above]
+        lines.append(
+            Text(f"+ {len(above)} trap(s) on every node: see the fleet summary", style="dim")
+        )
     for f in shown:
         lines += _finding(f, show_evidence=True)
     c = counts(r.findings)
@@ -65,6 +79,10 @@ def render_target(console: Console, r: TargetResult, verbose: bool = False) -> N
     )
     body = Group(_facts(r), Text(""), summary, Text(""), *lines, Text(""), foot)
     console.print(Panel(body, title=title, title_align="left"))
+
+
+def _own_failures(r: TargetResult, common: frozenset[str]) -> bool:
+    return any(f.status is Status.FAIL and f.code not in common for f in r.findings)
 
 
 def exit_note(code: int, fail_on: str = "fail") -> str:
@@ -88,11 +106,35 @@ def render(
     exit_code: int | None = None,
     fail_on: str = "fail",
 ) -> None:
-    for r in results:
-        render_target(console, r, verbose)
-    if len(results) > 1:
+    """One target: its panel. Several: the fleet summary first (table, drift, traps by node),
+    then the detail of each node that fails (every node with -v)."""
+    if len(results) <= 1:
+        for r in results:
+            render_target(console, r, verbose)
+    else:
         from epdoctor.reports import fleet as fleet_report
 
         fleet_report.render_text(console, results, fleet or [], verbose)
+        common = frozenset(t["code"] for t in fleet_report.trap_rows(results) if t["all"])
+        diagnosed = [r for r in results if not r.error]
+        detail = [r for r in diagnosed if verbose or _own_failures(r, common)]
+        if detail:
+            console.print(
+                Text(
+                    f"detail of {len(detail)} node(s)"
+                    + ("" if verbose else " with failures of their own"),
+                    style="bold",
+                )
+            )
+        for r in detail:
+            render_target(console, r, verbose, common)
+        if len(detail) < len(diagnosed):
+            console.print(
+                Text(
+                    f"{len(diagnosed) - len(detail)} node(s) with nothing beyond the fleet-wide"
+                    " traps not detailed (-v shows every node)",
+                    style="dim",
+                )
+            )
     if exit_code is not None:
         console.print(Text(exit_note(exit_code, fail_on), style="dim"))

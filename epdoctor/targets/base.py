@@ -46,3 +46,7 @@ class Target(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class DryRun(Exception):
+    """--dry-run: what would be created was printed and nothing was (exit 0)."""

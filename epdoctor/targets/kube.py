@@ -567,10 +567,17 @@ class KubePodTarget(Target):
         container: str | None = None,
         previous: bool = False,
         follow: bool = False,
+        since_s: int | None = None,
+        tail: int | None = None,
     ) -> LogStream:
         """One container's log as a LogStream (``follow``: the API server streams new lines
-        until the container ends). Nothing is requested until it is iterated."""
-        return _PodLog(self, name, container or self.container, previous, follow).stream
+        until the container ends; ``since_s``/``tail``: kubectl's --since and --tail).
+        Nothing is requested until it is iterated."""
+        log = _PodLog(self, name, container or self.container, previous, follow)
+        log.window = {
+            k: v for k, v in (("since_seconds", since_s), ("tail_lines", tail)) if v is not None
+        }
+        return log.stream
 
     def log_tail(self, previous: bool) -> tuple[str | None, str]:
         """(text, reason it is absent) of the last LOG_TAIL_LINES lines."""
@@ -682,6 +689,7 @@ class _PodLog:
         self._lock = threading.Lock()  # held while opening or stopping: never both at once
         self._done = False
         self._resp: Any = None
+        self.window: dict[str, int] = {}  # since_seconds, tail_lines
         self.stream = LogStream(name, self.chunks, stop=self._stop)
 
     def _open(self) -> Any:
@@ -695,6 +703,7 @@ class _PodLog:
                 container=self.container,
                 previous=self.previous,
                 follow=self.follow,
+                **self.window,
                 _preload_content=False,
                 _request_timeout=t.session.timeout,  # up to the response's headers
             )
@@ -806,6 +815,25 @@ SUMMARY_LOG_LINES = 30
 SUMMARY_RESOURCES = ("nvidia.com/gpu", "vpc.amazonaws.com/efa", "hugepages-2Mi")
 
 
+def pod_status(pod: dict[str, Any]) -> str:
+    """The STATUS column of `kubectl get pods`: a container's waiting or terminated reason
+    (CrashLoopBackOff, ImagePullBackOff, OOMKilled, Completed), Terminating, else the phase."""
+    meta = pod.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return "Terminating"
+    st = pod.get("status") or {}
+    for cs in [*(st.get("initContainerStatuses") or []), *(st.get("containerStatuses") or [])]:
+        state = cs.get("state") or {}
+        reason = (state.get("waiting") or {}).get("reason") or (
+            (state.get("terminated") or {}).get("reason")
+            if (state.get("terminated") or {}).get("exitCode")
+            else None
+        )
+        if reason:
+            return str(reason)
+    return str(st.get("reason") or st.get("phase") or "Unknown")
+
+
 def summary(facts: dict[str, Any]) -> dict[str, Any]:
     """What the report shows about the pod next to the probe's facts (and the raw log tails)."""
     pod = facts["pod"]
@@ -827,12 +855,22 @@ def summary(facts: dict[str, Any]) -> dict[str, Any]:
     term = (cs.get("lastState") or {}).get("terminated")
     if term:
         out["last_termination"] = {k: term.get(k) for k in ("exitCode", "reason", "finishedAt")}
+    out["status"] = pod_status(pod)
+    out["created"] = (pod.get("metadata") or {}).get("creationTimestamp")
+    out["node"] = (pod.get("spec") or {}).get("nodeName")
     node = facts.get("node")
     if isinstance(node, dict):
         labels = (node.get("metadata") or {}).get("labels") or {}
         alloc = (node.get("status") or {}).get("allocatable") or {}
+        cap = (node.get("status") or {}).get("capacity") or {}
         out["node"] = node["metadata"]["name"]
-        out["instance_type"] = labels.get("node.kubernetes.io/instance-type")
+        out["instance_type"] = labels.get("node.kubernetes.io/instance-type") or labels.get(
+            "beta.kubernetes.io/instance-type"
+        )
+        out["zone"] = labels.get("topology.kubernetes.io/zone") or labels.get(
+            "failure-domain.beta.kubernetes.io/zone"
+        )
+        out["capacity"] = {k: cap.get(k) for k in SUMMARY_RESOURCES}
         out["allocatable"] = {k: alloc.get(k) for k in SUMMARY_RESOURCES}
     tails = {}
     for which, text in (facts.get("logs") or {}).items():

@@ -22,7 +22,7 @@ from typing import Any
 
 from epdoctor.model import TargetInfo
 from epdoctor.requests import TargetSpec
-from epdoctor.targets.base import ProbeOptions, ProbeOutput, Target, TargetError
+from epdoctor.targets.base import DryRun, ProbeOptions, ProbeOutput, Target, TargetError
 from epdoctor.targets.kube import (
     KubeApiError,
     KubeSession,
@@ -137,17 +137,38 @@ def node_targets(session: KubeSession, spec: TargetSpec) -> list[Target]:
     # Only the deadline applies on a node's host view (no workload pids to follow).
     options = ProbeOptions(timeout_s=float(spec.probe_timeout or 60))
     jobs = [job_object(n, run, i, namespace, image, options) for i, n in enumerate(nodes)]
-    confirm(jobs, namespace, yes=bool(spec.yes))
+    if spec.dry_run:
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump_all([shown(j) for j in jobs], sort_keys=False))
+        raise DryRun(f"dry run: {len(jobs)} Job(s) printed, none created")
+    confirm(jobs, namespace, yes=bool(spec.yes), manifests=spec.show_manifests)
     return [KubeNodeJobTarget(session, n, j) for n, j in zip(nodes, jobs, strict=True)]
 
 
-def confirm(jobs: list[dict[str, Any]], namespace: str, yes: bool, stream: Any = None) -> None:
-    """Print the exact objects and ask; refuse without a terminal unless --yes."""
+def confirm(
+    jobs: list[dict[str, Any]],
+    namespace: str,
+    yes: bool,
+    stream: Any = None,
+    manifests: bool = False,
+) -> None:
+    """Say what will be created (the exact objects with --show-manifests) and ask; refuse
+    without a terminal unless --yes."""
     import yaml
 
     out = stream or sys.stderr
-    out.write(f"epdoctor will create {len(jobs)} Job(s) in namespace {namespace}:\n")
-    out.write(yaml.safe_dump_all([shown(j) for j in jobs], sort_keys=False))
+    nodes = [j["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"] for j in jobs]
+    image = jobs[0]["spec"]["template"]["spec"]["containers"][0]["image"] if jobs else "-"
+    listed = ", ".join(nodes[:5]) + (f" (+{len(nodes) - 5} more)" if len(nodes) > 5 else "")
+    out.write(
+        f"epdoctor will create {len(jobs)} Job(s) in namespace {namespace}, one per node"
+        f" ({listed}), image {image}, host paths mounted read-only.\n"
+    )
+    if manifests:
+        out.write(yaml.safe_dump_all([shown(j) for j in jobs], sort_keys=False))
+    else:
+        out.write("--show-manifests prints each Job, --dry-run prints them and creates none.\n")
     out.write("Each is deleted with its pod when its node is done.\n")
     if yes:
         return

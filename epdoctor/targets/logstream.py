@@ -120,7 +120,7 @@ def remote_streams(src: LogSources, follow: bool = False) -> tuple[list[LogStrea
     """A LogStream for each pod container and SSH file of ``src``, and notes on the containers
     that have no log to read. Names are checked before anything connects (TargetError)."""
     ssh = _ssh_streams(src, follow) if src.ssh else []  # checked first: connects later
-    pods, notes = _pod_streams(src, follow) if src.pod else ([], [])
+    pods, notes = _pod_streams(src, follow) if (src.pod or src.selector) else ([], [])
     return pods + ssh, notes
 
 
@@ -143,21 +143,28 @@ def _pod_streams(src: LogSources, follow: bool) -> tuple[list[LogStream], list[s
         kube.valid_namespace(src.namespace)
     if src.container:
         kube.valid_container_name(src.container)
+    if src.selector:
+        kube.valid_selector(src.selector)
     session = kube.KubeSession.connect(src.context, src.kubeconfig, src.request_timeout)
     streams: list[LogStream] = []
     notes: list[str] = []
-    for name in src.pod:
-        for pod in kube.select_pods(session, namespace=src.namespace, pod=name):
-            t = kube.KubePodTarget(session, pod, src.container)
-            if not src.all_containers:
-                streams.append(t.log_stream(f"pod/{t.info.name}", None, src.previous, follow))
+    pods = [p for name in src.pod for p in kube.select_pods(session, src.namespace, pod=name)]
+    if src.selector:
+        pods += kube.select_pods(session, src.namespace, selector=src.selector)
+    window = {"since_s": src.since_s, "tail": src.tail}
+    for pod in pods:
+        t = kube.KubePodTarget(session, pod, src.container)
+        if not src.all_containers:
+            name = f"pod/{t.info.name}"
+            streams.append(t.log_stream(name, None, src.previous, follow, **window))
+            continue
+        for c in kube.pod_containers(pod):
+            why = kube.log_absent(pod, c, src.previous)
+            if why:
+                notes.append(f"pod/{t.info.name}/{c}: not read, {why}")
                 continue
-            for c in kube.pod_containers(pod):
-                why = kube.log_absent(pod, c, src.previous)
-                if why:
-                    notes.append(f"pod/{t.info.name}/{c}: not read, {why}")
-                    continue
-                streams.append(t.log_stream(f"pod/{t.info.name}/{c}", c, src.previous, follow))
+            name = f"pod/{t.info.name}/{c}"
+            streams.append(t.log_stream(name, c, src.previous, follow, **window))
     return streams, notes
 
 

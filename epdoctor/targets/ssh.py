@@ -156,6 +156,29 @@ def fingerprint(key: paramiko.PKey) -> str:
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
 
+def key_type(key: paramiko.PKey) -> str:
+    """The key type as OpenSSH names it in "ED25519 key fingerprint is SHA256:..."."""
+    t = _scan_type(key)
+    return {"ed25519": "ED25519", "rsa": "RSA", "ecdsa": "ECDSA", "dsa": "DSA"}.get(t, t.upper())
+
+
+def _scan_type(key: paramiko.PKey) -> str:
+    name = key.get_name()  # ssh-ed25519, ssh-rsa, ecdsa-sha2-nistp256
+    if name.startswith("ecdsa-"):
+        return "ecdsa"
+    return name.removeprefix("ssh-").split("-")[0]
+
+
+def keyscan_line(name: str, key: paramiko.PKey) -> str:
+    """The command that prints the same fingerprint from another vantage point."""
+    host, port = name, 22
+    if name.startswith("[") and "]:" in name:
+        host, _, p = name[1:].partition("]:")
+        port = int(p) if p.isdigit() else 22
+    port_flag = f"-p {port} " if port != 22 else ""
+    return f"ssh-keyscan {port_flag}-t {_scan_type(key)} {shlex.quote(host)} | ssh-keygen -lf -"
+
+
 # --------------------------------------------------------------- host keys --
 
 
@@ -206,10 +229,11 @@ class KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
                 )
             if not self.accept_new:
                 raise HostKeyError(
-                    f"unknown host key for {name} ({key.get_name()} {fingerprint(key)}), not in"
-                    f" {self.user_file}. Check the fingerprint with the host's owner, then re-run"
-                    " with --accept-new-host-keys to record it (or add it yourself: ssh-keyscan"
-                    f" -t {key.get_name()} ...)"
+                    f"unknown host key for {name}: {key_type(key)} key fingerprint is"
+                    f" {fingerprint(key)} (not in {self.user_file}). Compare it out of band:"
+                    f" {keyscan_line(name, key)} (or ask the host's owner for: ssh-keygen -lf"
+                    f" /etc/ssh/ssh_host_{_scan_type(key)}_key.pub), then re-run with"
+                    " --accept-new-host-keys to record it"
                 )
             self.keys.add(name, key.get_name(), key)
             self.user_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
