@@ -209,21 +209,11 @@ def network_findings(
                 ),
             )
     # every rank of a job must see the same EFA rails: the plugin pairs rail i with rail i
-    by_nics: dict[int, list[RankFacts]] = {}
-    for r in ranks:
-        if r.provider and r.provider[0] == "efa" and r.provider[2] >= 0:
-            by_nics.setdefault(r.provider[2], []).append(r)
-    if len(by_nics) > 1:
-        yield (
-            "T206",
-            _f(
-                "T206",
-                Status.FAIL,
-                "Ranks disagree on the number of EFA NICs: "
-                + "; ".join(f"{n} on {_ranks_str(rs)}" for n, rs in sorted(by_nics.items())),
-                [e for rs in by_nics.values() for e in _ev(rs[0], "provider")],
-            ),
-        )
+    nics = [(r, r.provider[2]) for r in ranks if r.provider and r.provider[0] == "efa"]
+    yield from _disagree(
+        "T206", "Ranks disagree on the number of EFA NICs",
+        [(r, n) for r, n in nics if n >= 0], "provider",
+    )  # fmt: skip
     efa = [r for r in ranks if r.on_efa() is True]
     off = [r for r in ranks if r.on_efa() is False]
     if efa and off:
@@ -239,21 +229,10 @@ def network_findings(
                 ],
             ),
         )
-    versions: dict[str, list[RankFacts]] = {}
-    for r in ranks:
-        if r.nccl_version:
-            versions.setdefault(r.nccl_version, []).append(r)
-    if len(versions) > 1:
-        yield (
-            "F202",
-            _f(
-                "F202",
-                Status.FAIL,
-                "Ranks run different NCCL versions: "
-                + "; ".join(f"{v} on {_ranks_str(rs)}" for v, rs in sorted(versions.items())),
-                [e for rs in versions.values() for e in _ev(rs[0], "nccl_version")],
-            ),
-        )
+    yield from _disagree(
+        "F202", "Ranks run different NCCL versions",
+        [(r, r.nccl_version) for r in ranks if r.nccl_version], "nccl_version",
+    )  # fmt: skip
     if not final:
         return
     unseen = [r for r in ranks if r.on_efa() is None]
@@ -301,6 +280,22 @@ def network_findings(
                 [e for r in efa[:3] for e in _ev(r, "provider")],
             ),
         )
+
+
+def _disagree(
+    code: str, what: str, values: list[tuple[RankFacts, Any]], fact: str
+) -> Iterator[Keyed]:
+    """One failure when the ranks of a job hold different values of what must be one."""
+    groups: dict[Any, list[RankFacts]] = {}
+    for r, v in values:
+        groups.setdefault(v, []).append(r)
+    if len(groups) < 2:
+        return
+    title = f"{what}: " + "; ".join(f"{v} on {_ranks_str(rs)}" for v, rs in sorted(groups.items()))
+    yield (
+        code,
+        _f(code, Status.FAIL, title, [e for rs in groups.values() for e in _ev(rs[0], fact)]),
+    )
 
 
 def _completed(facts: LogFacts, ranks: list[RankFacts]) -> tuple[str, list[str]] | None:

@@ -120,10 +120,6 @@ class LogRule:
         }
 
 
-# kept for callers of the event table: a rule judged per rule is what an "event" was
-LogEvent = LogRule
-
-
 @dataclass(frozen=True)
 class Discriminator:
     """How to tell this trap apart from the others one log line may also mean."""
