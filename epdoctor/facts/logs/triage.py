@@ -402,7 +402,7 @@ def classify(p: Parsed) -> Verdict | None:
     if not _ANY_BENIGN.miss(p.text):
         for rx in BENIGN_PATTERNS:
             if rx.search(hay):
-                return Verdict(BENIGN, WARNING, _subsystem(p, hay))
+                return Verdict(BENIGN, WARNING, "nccl" if p.nccl else "other")
     lf = _LIBFABRIC.search(hay)
     if lf is not None and lf["level"] not in ("warn", "error"):
         return None  # libfabric's info/debug lines
@@ -467,14 +467,6 @@ _CAUSE_WORDS = re.compile(
     r"(?i)\b(?:abort|fatal|exception|signal|timed out|out of memory|no space|segmentation|"
     r"core dumped|unhandled|cannot|unable|denied|refused|invalid|not found|error [a-z])"
 )
-
-
-def _subsystem(p: Parsed, hay: str) -> str:
-    if p.nccl:
-        return "ofi" if _OFI.search(hay) else "nccl"
-    if _LIBFABRIC.search(hay):
-        return "libfabric"
-    return "other"
 
 
 if __name__ == "__main__":  # python -m epdoctor.facts.logs.triage: refresh the stored anchors
