@@ -475,3 +475,12 @@ def test_every_rank_through_init_passes_where_efa_is_not_the_goal():
     a = analyze_stream(data, Context(options={"expect_efa": False}))
     assert a.worst() is Status.PASS
     assert analyze_stream(data).worst() is Status.UNKNOWN  # EFA the goal: nothing proves it
+
+
+def test_rays_repeat_count_is_not_part_of_the_message():
+    line = (
+        "(RayTrainWorker pid=954, ip=10.0.0.2) w:954:3133 [6] NCCL INFO Using network Socket "
+        "[repeated 15x across cluster]"
+    )
+    p = parse_line(line)
+    assert p.nccl and p.msg == "Using network Socket"

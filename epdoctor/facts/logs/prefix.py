@@ -94,9 +94,16 @@ def clean(raw: str) -> str:
     return _CONTROL.sub("", raw) if _CONTROL.search(raw) else raw
 
 
+# Ray's log deduplication appends this to a line many workers printed alike
+# (python/ray/_private/ray_logging: "[repeated {}x across cluster]"): a count, not the message
+_RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
+
+
 def parse_line(raw: str) -> Parsed:
     """Attribute one decoded line. Total: never raises for any str."""
     text = clean(raw)
+    if text.endswith("cluster]"):
+        text = _RAY_REPEATED.sub("", text)
     labels: list[str] = []
     label_pid: int | None = None
     pos = 0
