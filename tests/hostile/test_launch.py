@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_inputs import Expect, Run, epd, judge
 
 from epdoctor import exitcodes
-from tests.hostile.test_inputs import Expect, Run, epd, judge
 
 pytest.importorskip("kmock")
 from kube_emulator import Image
@@ -340,7 +340,9 @@ def test_plan_refuses_a_hostile_config_json_and_pins(tmp_path):
     deep = tmp_path / "deep-model"
     deep.mkdir()
     (deep / "config.json").write_bytes(b"[" * 50_000 + b"]" * 50_000)
-    cases.append(("config-deep", ["plan", "--no-input", "--model", str(deep)], r"nested too deeply"))
+    cases.append(
+        ("config-deep", ["plan", "--no-input", "--model", str(deep)], r"nested too deeply")
+    )
     base = ["plan", "--no-input", "--num-experts", "128"]
     cases += [
         ("pin-newline", [*base, "--vllm-pin", "abc1234\nRUN curl x | sh"], r"--vllm-pin .*neither"),
@@ -356,7 +358,8 @@ def test_plan_refuses_a_hostile_config_json_and_pins(tmp_path):
             judge(f"plan-input/{cid}", r, Expect(code=exitcodes.ERROR, says=says, max_s=20,
                                                  max_rss_mb=400))  # fmt: skip
             assert not (tmp_path / f"out-{cid}").exists() or "RUN" not in "".join(
-                p.read_text() for p in (tmp_path / f"out-{cid}").rglob("Dockerfile*"))
+                p.read_text() for p in (tmp_path / f"out-{cid}").rglob("Dockerfile*")
+            )
         except AssertionError as exc:
             failed.append(f"{cid}: {exc}")
     assert not failed, "\n".join(failed)
@@ -377,7 +380,8 @@ def test_a_bystander_pod_with_the_label_gets_no_exec(cluster, tmp_path):
     intruder = running_pod("intruder", ns)
     intruder["metadata"]["labels"] = {**labels, "apps.kubernetes.io/pod-index": "0"}
     intruder["metadata"]["ownerReferences"] = [  # claims a StatefulSet owner of another UID
-        {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": NAME, "uid": "not-the-real-one"}]
+        {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": NAME, "uid": "not-the-real-one"}
+    ]
     cluster.put(intruder)
     before = len(cluster.emulator.exec_calls)
     try:

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.hostile.test_inputs import BUNDLE, _manifest, _members, _tar_gz
+from test_inputs import BUNDLE, _manifest, _members, _tar_gz
 
 REPO = Path(__file__).resolve().parents[2]
 MARK = "PWN3D"
