@@ -14,6 +14,7 @@ cause is the first finding, and how often it is among the findings at all.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,11 +128,25 @@ def score(c: Case, a: LogAnalysis | None = None) -> Score:
     )
 
 
+SETS = ("dev", "device", "held")
+
+
+def _set_name(text: str) -> str:
+    """dev, device, held, or a blind set (blind, blind2, blind3, ...)."""
+    if text in SETS or re.fullmatch(r"blind\d*", text):
+        return text
+    raise argparse.ArgumentTypeError(f"not a set: {text!r} (dev, device, held, blindN)")
+
+
+def _set_order(name: str) -> tuple[int, str]:
+    return (SETS.index(name), "") if name in SETS else (len(SETS), name)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--set",
-        choices=("dev", "device", "held", "blind", "blind2", "blind3"),
+        type=_set_name,
         action="append",
         help="which sets to score (default: dev and device); blind only once, at the end",
     )
@@ -142,7 +157,7 @@ def main() -> int:
         if c.set not in (args.set or ("dev", "device")):
             continue
         by_set.setdefault(c.set, []).append((c, score(c)))
-    for name in ("dev", "device", "held", "blind", "blind2", "blind3"):
+    for name in sorted(by_set, key=_set_order):
         rows = by_set.get(name)
         if not rows:
             continue
