@@ -229,10 +229,18 @@ def _incident(
     return Incident(rank, lines, cause, code, status, code not in GENERIC_CODES)
 
 
+_RULE_STATUS: dict[str, Status] = {r.id: r.status for r in knowledge.log_rules()}
+
+
 def _fails(lines: list[Trouble], code: str, event_codes: dict[str, tuple[str, Status]]) -> bool:
     if code not in NET_CAUSES and lines and all(_NCCL_INFO.search(t.text) for t in lines):
         # NCCL said it at INFO level and went on: worth a warning, not a failure (NCCL reports
         # every plugin load failure at INFO, so those are judged by their code)
+        return False
+    ruled = [_RULE_STATUS[t.verdict.rule] for t in lines if t.verdict.rule in _RULE_STATUS]
+    if ruled and len(ruled) == len(lines) and Status.FAIL not in ruled:
+        # every line is a rule's, and each rule says the program goes on: a rule's status
+        # outranks the lexicon's fatal words (libfabric's "gdrcopy_dl_hmem_init failed!")
         return False
     if any(t.verdict.level == triage.ERROR for t in lines):
         return True
