@@ -137,6 +137,11 @@ _TRIGGERS = (
     "eyj", "mysql", "mariadb", "-u", "private",
     "akia", "asia", "agpa", "aida", "aroa", "aipa", "anpa", "anva", "apka",
 )  # fmt: skip
+# One search decides whether a text can hold anything to mask: a trigger word (any case) or
+# a run long enough to be key material. Most text (paths, versions, numbers) has neither.
+# (An alternation searched in the lowered text is several times faster than `(?i)` or one
+# `in` test per word.)
+_TRIGGER_WORDS = re.compile("|".join(re.escape(t) for t in _TRIGGERS))
 _LONG_RUN = re.compile(r"[A-Za-z0-9+/]{40}|[A-Za-z0-9+/]{16}=")
 
 
@@ -213,7 +218,7 @@ def redact_text(text):
     if not text:
         return text
     low = text.lower()
-    if not any(t in low for t in _TRIGGERS) and not _LONG_RUN.search(text):
+    if not _TRIGGER_WORDS.search(low) and not _LONG_RUN.search(text):
         return text
     if "-----BEGIN" in text:
         text = _PEM.sub(_pem, text)

@@ -311,6 +311,11 @@ _TRIGGERS = (
     "eyj", "mysql", "mariadb", "-u", "private",
     "akia", "asia", "agpa", "aida", "aroa", "aipa", "anpa", "anva", "apka",
 )  # fmt: skip
+# One search decides whether a text can hold anything to mask: a trigger word (any case) or
+# a run long enough to be key material. Most text (paths, versions, numbers) has neither.
+# (An alternation searched in the lowered text is several times faster than `(?i)` or one
+# `in` test per word.)
+_TRIGGER_WORDS = re.compile("|".join(re.escape(t) for t in _TRIGGERS))
 _LONG_RUN = re.compile(r"[A-Za-z0-9+/]{40}|[A-Za-z0-9+/]{16}=")
 
 
@@ -387,7 +392,7 @@ def redact_text(text):
     if not text:
         return text
     low = text.lower()
-    if not any(t in low for t in _TRIGGERS) and not _LONG_RUN.search(text):
+    if not _TRIGGER_WORDS.search(low) and not _LONG_RUN.search(text):
         return text
     if "-----BEGIN" in text:
         text = _PEM.sub(_pem, text)
@@ -899,8 +904,12 @@ def plugins(env):
             continue
         done.add(real)
         libs.append(describe_lib(path, "plugin"))
+    # Only the stack's names: a plugin directory may be /usr/lib/x86_64-linux-gnu (thousands of
+    # names, most of the document, and nothing reads them).
     return {
-        "dirs": {d: listdir(d) for d in PLUGIN_DIRS if isdir(d)},
+        "dirs": {
+            d: [n for n in listdir(d) or [] if is_stack_lib(n)] for d in PLUGIN_DIRS if isdir(d)
+        },
         "libs": libs,
         "requested": requested,
     }
@@ -928,6 +937,24 @@ LIB_KINDS = (
     ("nvshmem", re.compile(r"^libnvshmem_host\.so(\.\d+)*$")),
     ("fabric", re.compile(r"^libfabric\.so(\.\d+)*$")),
 )
+
+# The stack's libraries as the loader names them: what `ldconfig -p` is kept for. The rest of
+# the cache (hundreds of unrelated libraries) is counted, not sent.
+STACK_LIB = re.compile(
+    r"^lib(?:nccl|fabric|efa|ibverbs|rdmacm|mlx5|gdrapi|nvshmem|cuda|cudart|nvidia-ml|ucp|ucs|uct"
+    r"|nixl)\b"
+)
+
+
+def is_stack_lib(name):
+    return bool(STACK_LIB.match(name) or PLUGIN_NAME.match(name))
+
+
+def stack_ldconfig(text):
+    lines = text.splitlines()
+    kept = [ln for ln in lines[1:] if is_stack_lib(ln.strip())]
+    head = [*lines[:1], "\t(%d other entries not kept)" % (len(lines) - 1 - len(kept))]
+    return "\n".join(head + kept) + "\n"
 
 
 def site_packages_dirs(pythons):
@@ -1000,6 +1027,8 @@ def libraries(env, sp_dirs):
         for kind, rx in LIB_KINDS:
             if rx.match(name.split(" ")[0]) and target:
                 files.setdefault(target.strip(), kind)
+    if ldc.get("stdout"):
+        ldc = dict(ldc, stdout=stack_ldconfig(ldc["stdout"]))
     libs = []
     described = {}
     for path in sorted(files):
