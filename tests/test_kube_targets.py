@@ -469,6 +469,23 @@ def test_concurrent_exec_and_reads_share_no_client_state(cluster):
         assert t["facts"]["kube"]["phase"] == "Running"
 
 
+def test_reads_every_pod_shares_are_made_once_per_fan_out(cluster):
+    """Pods of one StatefulSet on one node: the node, the StatefulSet and the namespace's
+    services are read once for the run, not once per pod (each pod's own reads stay)."""
+    before = len(cluster.emulator.seen)
+    r = epdoctor(cluster, "diagnose", "-l", f"app={STS}", "-n", NS, "--parallel", "4", "--json")
+    targets = report(r)["targets"]
+    assert len(targets) == 2
+    for t in targets:  # each pod still sees them
+        assert "node" not in (t["facts"]["kube"].get("unseen") or {}), t["facts"]["kube"]
+    seen = [s.split("?")[0] for s in cluster.emulator.seen[before:]]
+    assert seen.count(f"GET /api/v1/nodes/{NODE}") == 1, seen
+    assert seen.count(f"GET /apis/apps/v1/namespaces/{NS}/statefulsets/{STS}") == 1, seen
+    assert seen.count(f"GET /api/v1/namespaces/{NS}/services") == 1, seen
+    for i in range(2):  # a pod's own state is read for each pod
+        assert f"GET /api/v1/namespaces/{NS}/pods/{STS}-{i}" in seen, seen
+
+
 def test_silent_api_server_times_out(tmp_path):
     """A server that accepts and never answers: a clear error within the request timeout."""
     from kube_emulator import kubeconfig_text

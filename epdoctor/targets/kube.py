@@ -18,6 +18,7 @@ failure of the whole target.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -26,7 +27,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from epdoctor.model import TargetInfo
@@ -123,6 +124,7 @@ def _check_value(value: str, selector: str) -> None:
 
 
 # ---- connection ---------------------------------------------------------------------------
+SHARED_FOR_S = 20.0  # how long one read of a shared object (node, StatefulSet) serves other pods
 
 
 @dataclass
@@ -133,6 +135,14 @@ class KubeSession:
     namespace: str
     context: str
     timeout: tuple[float, float] = API_TIMEOUT  # (connect, read) for every plain call
+    # Reads every pod of one fan-out shares (its node, StatefulSet, the namespace's services):
+    # made once, whichever pod asks first; the others wait for that answer. An answer older than
+    # SHARED_FOR_S is read again, so a session that lives on (the TUI, a launch that diagnoses
+    # twice) never judges with a stale node or StatefulSet.
+    _shared: dict[tuple[str, ...], tuple[float, concurrent.futures.Future[dict[str, Any]]]] = field(
+        default_factory=dict, repr=False
+    )
+    _shared_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def connect(
@@ -230,6 +240,25 @@ class KubeSession:
             with contextlib.suppress(Exception):
                 resp.release_conn()
         return _json_object(what, data, resp)
+
+    def call_once(
+        self, key: tuple[str, ...], what: str, fn: Any, *args: Any, **kwargs: Any
+    ) -> dict[str, Any]:
+        """call(), made once per session for `key`; a failure is shared like an answer."""
+        now = time.monotonic()
+        with self._shared_lock:
+            at, fut = self._shared.get(key, (0.0, None))
+            mine = fut is None or (now - at > SHARED_FOR_S and fut.done())
+            if mine:
+                fut = concurrent.futures.Future()
+                self._shared[key] = (now, fut)
+        if mine:
+            try:
+                fut.set_result(self.call(what, fn, *args, **kwargs))
+            except TargetError as exc:
+                fut.set_exception(exc)
+        assert fut is not None
+        return fut.result()
 
     def close(self) -> None:
         try:
@@ -601,8 +630,10 @@ class KubePodTarget(Target):
         facts: dict[str, Any] = {"pod": self.pod, "container": self.container, "unseen": {}}
         unseen: dict[str, str] = facts["unseen"]
 
-        def get(key: str, what: str, fn: Any, *args: Any, **kw: Any) -> Any:
+        def get(key: str, what: str, fn: Any, *args: Any, shared: bool = False, **kw: Any) -> Any:
             try:
+                if shared:  # the same object for every pod that names it: read once a run
+                    return s.call_once((key, *map(str, args)), what, fn, *args, **kw)
                 return s.call(what, fn, *args, **kw)
             except TargetError as exc:
                 unseen[key] = str(exc)
@@ -619,7 +650,7 @@ class KubePodTarget(Target):
         facts["events"] = (ev or {}).get("items") if isinstance(ev, dict) else None
         node_name = (self.pod.get("spec") or {}).get("nodeName")
         if node_name:
-            facts["node"] = get("node", f"node {node_name}", core.read_node, node_name)
+            facts["node"] = get("node", f"node {node_name}", core.read_node, node_name, shared=True)
         else:
             facts["node"] = None
             unseen["node"] = "the pod is not scheduled on a node yet"
@@ -638,8 +669,11 @@ class KubePodTarget(Target):
                 apps.read_namespaced_stateful_set,
                 owner["name"],
                 self.namespace,
+                shared=True,
             )
-        svcs = get("services", "services", core.list_namespaced_service, self.namespace)
+        svcs = get(
+            "services", "services", core.list_namespaced_service, self.namespace, shared=True
+        )
         facts["services"] = (svcs or {}).get("items") if isinstance(svcs, dict) else None
         restarted = any(
             (cs.get("restartCount") or 0) > 0 or (cs.get("lastState") or {}).get("terminated")
