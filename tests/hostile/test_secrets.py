@@ -417,6 +417,12 @@ async def _until(pilot, ok, what: str, seconds: float = 60) -> None:
         await pilot.pause(0.1)
 
 
+def _rows(app) -> int:
+    from textual.widgets import DataTable
+
+    return app.screen.query_one("#target-table", DataTable).row_count
+
+
 def _table_text(app) -> str:
     from textual.widgets import DataTable
 
@@ -448,7 +454,12 @@ async def test_tui_before_a_diagnosis(tmp_path, ssh_lab):
     screens: dict[str, str] = {}
     app = EpdoctorApp(target_argv=[*ssh, "--ssh-config-hosts", "*"])
     async with app.run_test(size=(400, 120)) as pilot:
-        await _until(pilot, lambda: "probing…" in _table_text(app), "targets never listed")
+        await _until(
+            pilot,  # every host listed (a loaded machine adds the rows over several refreshes)
+            lambda: "probing…" in _table_text(app) and _rows(app) >= len(aliases),
+            "targets never listed",
+        )
+        await pilot.pause(0.2)
         screens["TUI ssh-config hosts probing"] = _screen_text(app)
         await pilot.press("ctrl+o")
         await pilot.pause(1.0)
