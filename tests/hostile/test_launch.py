@@ -133,11 +133,22 @@ def test_a_take_down_that_fails_has_its_own_exit_code(cluster, tmp_path):
 
 
 def applied(cluster, tmp_path, ns: str) -> Path:
-    """A plan whose objects epdoctor applied (--keep leaves them up)."""
+    """A plan whose objects epdoctor applied: the rollout's own apply step (server-side apply as
+    field manager epdoctor, the managed-by label), without the kernel test after it. The
+    whole rollout runs in the tests above; here only what `run down` finds matters."""
+    from epdoctor.launch.kube_objects import load_objects, phase
+    from epdoctor.targets.kube import KubeSession
+    from epdoctor.targets.kube_apply import KubeApply
+
     plan = plan_for(tmp_path, ns)
-    r = kube(cluster, "run", "kernel-test", "--plan", str(plan), "--yes", "--no-preflight",
-             "--keep", "--timeout", "60", timeout=90)  # fmt: skip
-    assert r.rc in (0, 1), r.err[-400:]
+    session = KubeSession.connect(kubeconfig=str(cluster.kubeconfig))
+    try:
+        objects = load_objects(json.loads(plan.read_text()), str(plan), ns, lint=False)
+        api = KubeApply(session)
+        for obj in phase(objects, run_serve=False):
+            api.apply(obj)
+    finally:
+        session.close()
     return plan
 
 
