@@ -151,7 +151,9 @@ async def test_tui_shows_the_missing_torch_as_the_first_gate(bare_python, tmp_pa
     async with app.run_test(size=(80, 24)) as pilot:
         screen = app.screen
         screen.query_one("#launch-what").value = "kernel-test"
-        screen.query_one("#launch-flags").value = f"--python {bare_python} --run-dir {tmp_path}"
+        screen.query_one(
+            "#launch-flags"
+        ).value = f"--python {bare_python} --run-dir {tmp_path} --no-preflight"
         await pilot.press("ctrl+l")
         deadline = time.monotonic() + 20
         while not isinstance(app.screen, ConfirmScreen) and time.monotonic() < deadline:

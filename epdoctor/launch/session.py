@@ -226,6 +226,9 @@ class Session:
         try:
             if _is_rollout(self.launch.cfg):  # a Kubernetes plan: epdoctor/launch/kube_rollout.py
                 return self._rollout()
+            refused = self._node_preflight(what)
+            if refused is not None:
+                return refused
             return {
                 "kernel-test": self._kernel_test,
                 "isolate": self._isolate,
@@ -240,6 +243,29 @@ class Session:
             return Outcome(what, "error", [], stopped, f"{type(exc).__name__}: {exc}", exc=exc)
         finally:
             self._end()
+
+    def _node_preflight(self, what: str) -> Outcome | None:
+        """The read-only diagnose of every node before anything starts on them (the command
+        line and the terminal app alike); an Outcome when it stops the launch."""
+        from epdoctor.launch.preflight import judge, preflight, preflight_targets
+
+        req = self.launch.request
+        if req is None or not req.preflight or what not in ("kernel-test", "isolate", "serve"):
+            return None
+        cfg = self.launch.cfg
+        targets = preflight_targets(req.targets, self.launch.plan, req.plan_file,
+                                    len(self.launch.nodes))  # fmt: skip
+        self.on_gate("preflight", "running", f"read-only diagnose of {len(targets)} node(s)", None)
+        pre = preflight(targets, getattr(cfg, "engine", None) if what == "serve" else None)
+        for name, f in pre.failing:
+            self.on_finding(name, f)
+        advisory = what == "kernel-test" and getattr(cfg, "kind", "") == "builtin"
+        advisory = advisory and len(self.launch.nodes) == 1
+        gate = judge(pre, self.launch.where, force=req.force, advisory=advisory)
+        self.on_gate(gate.name, gate.status.value, gate.summary, gate.code)
+        if gate.status is Status.FAIL:
+            return Outcome(what, "fail", [gate], reason="preflight")
+        return None
 
     def _end(self) -> None:
         # Whatever ended the run, what it started is stopped (unless detached) before the

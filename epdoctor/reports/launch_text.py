@@ -91,6 +91,11 @@ class LaunchView:
                 self.print(f"waiting for readiness: {summary}", markup=False)
         elif name == "ready":
             self._waiting = None
+        elif name == "preflight" and state != "running":
+            colour = {"pass": "green", "warn": "yellow"}.get(state, "red")
+            self.print(f"[{colour}]preflight: {_esc(summary)}[/{colour}]")
+        elif name == "preflight":
+            self.print(f"[dim]preflight: {_esc(summary)}...[/dim]")
         elif (name, state) == ("following", "running"):
             self.print("ready: following the logs; Ctrl-C (or SIGTERM, SIGHUP) stops the engine")
         elif (name, state) == ("following", "fail"):
