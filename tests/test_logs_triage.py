@@ -18,6 +18,7 @@ from epdoctor.facts.logs.model import LogFacts
 from epdoctor.facts.logs.prefix import parse_line
 from epdoctor.logwatch import LogAnalyzer, analyze_paths, analyze_stream
 from epdoctor.model import Status
+from epdoctor.reports.logs_report import by_severity
 
 FIX = Path(__file__).parent / "fixtures"
 LOGS = FIX / "logs"
@@ -303,6 +304,10 @@ def test_upstream_wordings_classify(line, code):
         # NVSHMEM src/host/init/init.cu (v3.4.5): two hosts NVSHMEM takes for one
         ("/nvshmem/src/host/init/init.cu:387: NVSHMEM requires the same number of PEs on all "
          "nodes (16 PEs on ip-10-0-0-1)", "H814"),
+        # NCCL src/misc/ibvwrap.cc, src/transport/net_ib.cc (v2.28.9-1): no uverbs device
+        ("h:1:1 [0] misc/ibvwrap.cc:49 NCCL WARN Call to ibv_open_device failed", "N313"),
+        ("h:1:1 [0] transport/net_ib.cc:715 NCCL WARN NET/IB : Unable to open device mlx5_0",
+         "N313"),
         # libfabric prov/efa (v2.5.1)
         ("A process has executed an operation involving a call", "N311"),
         ("FI_EFA_USE_DEVICE_RDMA=1 was set by user, but EFA device has no rdma-read capability.  "
@@ -406,6 +411,29 @@ def _one_host(n_nodes: int, nranks: int, ranks: int) -> list[bytes]:
                 b"Init COMPLETE\n" % (r + 1, r + 1, r, r, nranks, r)
             )
     return out
+
+
+def test_a_socket_fallback_after_an_rdma_device_failed_to_open_fails_whatever_was_expected(
+    tmp_path,
+):
+    """An RDMA device NCCL could not open (a container without /dev/infiniband) is a failure
+    even where EFA is not the goal, and a plugin it did not find (skip there) does not hide it."""
+    log = tmp_path / "ib.log"
+    log.write_text(
+        "h:1:1 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 0.\n"
+        "h:1:1 [0] misc/ibvwrap.cc:49 NCCL WARN Call to ibv_open_device failed\n"
+        "h:1:1 [0] transport/net_ib.cc:715 NCCL WARN NET/IB : Unable to open device mlx5_0\n"
+        "h:1:1 [0] NCCL INFO NET/IB : No device found.\n"
+        "h:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n"
+        "h:1:1 [0] NCCL INFO Using network Socket\n"
+        "h:1:1 [0] NCCL INFO NET/Plugin : No plugin found (libnccl-net.so), using internal "
+        "implementation\n"
+    )
+    for expect_efa in (False, True):
+        a = analyze_paths([str(log)], Context(options={"expect_efa": expect_efa}), parallel=False)
+        assert a.worst() is Status.FAIL
+        fails = [f.code for f in by_severity(a.findings) if f.status is Status.FAIL]
+        assert fails[0] == "N313", fails
 
 
 def test_one_host_socket_is_not_a_failure_but_one_node_of_many_is():

@@ -45,7 +45,7 @@ WAIT_CODES = frozenset({"E806"})
 NET_CAUSES = frozenset(
     {
         "N101", "N105", "N201", "N301", "N302", "N303", "N304", "N305", "N306",
-        "T802", "H801", "H802", "L801", "L101",
+        "T802", "H801", "H802", "L801", "L101", "N313",
     }
 )  # fmt: skip
 
@@ -162,6 +162,14 @@ def _incidents(
         if status is Status.WARN and t.verdict.level == triage.NOTE:
             status = Status.INFO
         out.append(Incident(rank, [t], t, code, status, True))
+    if lends:
+        # the lines of the run the fact check does not judge, before the main cause or after
+        # it, are an incident of their own: NCCL's "NET/IB : Unable to open device" before a
+        # plugin it did not find must not become evidence of a finding that may say "skip"
+        rest = [t for t in lines if t.verdict.code != main.code and t.verdict.is_trouble]
+        extra = _incident(rank, rest, event_codes) if rest else None
+        if extra is not None and extra.code not in seen:
+            out.append(extra)
     return out
 
 
