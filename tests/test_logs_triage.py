@@ -308,6 +308,13 @@ def test_upstream_wordings_classify(line, code):
         ("h:1:1 [0] misc/ibvwrap.cc:49 NCCL WARN Call to ibv_open_device failed", "N313"),
         ("h:1:1 [0] transport/net_ib.cc:715 NCCL WARN NET/IB : Unable to open device mlx5_0",
          "N313"),
+        # UCX src/uct/ib/base/ib_iface.c (v1.11.0): a CQ's buffers are locked memory
+        ("[1652739463.054681] [cn0022:4071024:0]        ib_iface.c:1035 UCX  ERROR "
+         "ibv_create_cq(cqe=4096) failed: Cannot allocate memory", "H801"),
+        # libfabric prov/efa/src/efa_hmem.c (v2.5.1): no GPUDirect RDMA for the EFA device
+        ("libfabric:22:1725400706::efa:domain:efa_domain_hmem_info_init_cuda():169<warn> Failed "
+         "to register CUDA buffer with the EFA device, FI_HMEM transfers that require peer to "
+         "peer support will fail.", "N305"),
         # libfabric prov/efa (v2.5.1)
         ("A process has executed an operation involving a call", "N311"),
         ("FI_EFA_USE_DEVICE_RDMA=1 was set by user, but EFA device has no rdma-read capability.  "
@@ -434,6 +441,25 @@ def test_a_socket_fallback_after_an_rdma_device_failed_to_open_fails_whatever_wa
         assert a.worst() is Status.FAIL
         fails = [f.code for f in by_severity(a.findings) if f.status is Status.FAIL]
         assert fails[0] == "N313", fails
+
+
+def test_a_net_channel_line_shows_a_rank_off_efa_but_never_on_it(tmp_path):
+    """Without a `Using network` line, "[send] via NET/Socket/0" names the network (T701 fails);
+    a channel over the OFI plugin proves nothing the provider line would, and makes no rank."""
+    socket = tmp_path / "socket.log"
+    socket.write_text(
+        "h1:20:67 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [send] via NET/Socket/0\n"
+        "h1:20:67 [0] NCCL INFO Channel 01/0 : 8[0] -> 0[0] [send] via NET/Socket/1\n"
+    )
+    a = analyze_paths([str(socket)], Context(), parallel=False)
+    t701 = [f for f in a.findings if f.code == "T701"]
+    assert t701 and t701[0].status is Status.FAIL and "Socket" in t701[0].title, a.findings
+    ofi = tmp_path / "ofi.log"
+    ofi.write_text(
+        "h1:20:67 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [send] via NET/AWS Libfabric/0/GDRDMA\n"
+    )
+    a = analyze_paths([str(ofi)], Context(), parallel=False)
+    assert not a.ranks and a.worst() is not Status.PASS
 
 
 def test_one_host_socket_is_not_a_failure_but_one_node_of_many_is():

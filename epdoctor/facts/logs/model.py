@@ -108,6 +108,10 @@ class RankFacts:
     bootstrap_ifs: list[str] = field(default_factory=list)  # "Bootstrap : Using [0]eth0:..."
     # P2P, SHM, NET/Libfabric, NET/Socket ... from the channel lines; None: not read
     transports: set[str] | None = None
+    # the network of the first NET channel line not over the OFI plugin ("[send] via
+    # NET/Socket/0"): the network where a log holds no "Using network" line (an excerpt, a
+    # NCCL_DEBUG_SUBSYS without INIT); a channel line can show a rank off EFA, never on it
+    channel_net: str | None = None
     ofi_init_failed: bool = False
     providers: list[tuple[str, str, int]] = field(default_factory=list)
     ofi_nccl_version: str | None = None
@@ -132,7 +136,7 @@ class RankFacts:
 
     @property
     def network(self) -> str | None:
-        return self.networks[-1] if self.networks else None
+        return self.networks[-1] if self.networks else self.channel_net
 
     @property
     def provider(self) -> tuple[str, str, int] | None:
@@ -252,6 +256,12 @@ class LogFacts:
         text = redact_text(raw[:65536].decode("utf-8", "replace"))
         p = parse_line(text)
         if not p.text.strip():
+            return []
+        ofi = p.nccl and "via NET/" in p.msg and (m := sig.CHANNEL_NET.match(p.msg))
+        if ofi and m["net"] in sig.NET_NAMES_OFI and not self.transports:
+            # a channel over the OFI plugin proves nothing its provider line does not say (which
+            # provider, which fabric): it makes no rank and no network of its own (the launch
+            # gates, which read every channel, take it as a transport)
             return []
         rank = self._rank_for(p, source, line_no)
         shown = p.text if len(p.text) <= MAX_TEXT else p.text[:MAX_TEXT] + "..."
@@ -393,6 +403,11 @@ class LogFacts:
             r.transports.add(kind)
             r.evidence.setdefault(f"transport:{kind}", ev)
             return True  # a channel line says nothing else
+        if "via NET/" in msg and (m := sig.CHANNEL_NET.match(msg)):
+            if r.channel_net is None and not r.networks:
+                r.channel_net = m["net"]
+                r.evidence.setdefault("network", ev)
+            return True
         if "Init COMPLETE" in msg:
             r.init_complete = True
             r.evidence.setdefault("init_complete", ev)

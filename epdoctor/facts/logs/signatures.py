@@ -18,6 +18,10 @@ ANCHORS: tuple[bytes, ...] = (
     b"NCCL INFO G",  # GIN is disabled., GIN not supported., GIN/Plugin: ...
     b" plugin ",  # Initialized/Assigned/Failed ... NET|GIN plugin, Loaded gin plugin
     b"Using network ",
+    # a channel over NCCL's own Socket or IB network: the network where no "Using network" line
+    # was kept (an excerpt); absent from a run on the OFI plugin, so EFA logs never pay for it
+    b"[send] via NET/Socket",
+    b"[send] via NET/IB",
     b"Bootstrap : Using",  # the interface NCCL's bootstrap picked (T802)
     b"[DeepEP]",  # DeepEP's banners (its errors are exceptions: "rror"; vLLM's manager line below)
     b"all2all manager",
@@ -86,7 +90,7 @@ ANCHORS: tuple[bytes, ...] = (
 )
 # The channel lines that say which transport connects a rank to each peer. They are the bulk
 # of an NCCL INFO log (one per channel, peer and direction), so ``epdoctor logs`` does not
-# look for them; the launch gates, whose logs are small, add this anchor (``Feeder(anchors=...)``,
+# look for them (but for the send side of Socket and IB channels, above); the launch gates, whose logs are small, add this anchor (``Feeder(anchors=...)``,
 # ``LogAnalyzer(transports=True)``). Every P2P, SHM and NET channel line contains it, the ring
 # order lines (``Channel 00/24 : 0 1 2 3``) do not.
 TRANSPORT_ANCHORS: tuple[bytes, ...] = (b"] via ",)
@@ -155,6 +159,9 @@ SOCKET_IF = re.compile(r"(?:\[\d+\])?(?P<name>[\w.@-]+):(?P<addr>[0-9A-Fa-f.:%\w
 CHANNEL_VIA = re.compile(
     r"^Channel \d+(?:/\d+)? : \d+\[\w+\] -> \d+\[\w+\](?: \[(?:send|receive)\])? via (?P<via>\S+)"
 )
+
+# the network of a NET channel line, whose name may hold a space ("via NET/AWS Libfabric/0")
+CHANNEL_NET = re.compile(r"^Channel \d+(?:/\d+)? : .*? via NET/(?P<net>[^/]+)/\d")
 
 
 def transport_kind(via: str) -> str:
