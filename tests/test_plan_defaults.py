@@ -68,11 +68,12 @@ def test_questionary_default_answer_is_the_engines_default(engine):
     # given so the prompt ends there
     rest = {"instance": "p5en.48xlarge", "nodes": 2, "gpus_per_node": 8, "num_experts": 128,
             "model": "Qwen/Qwen3-30B-A3B-FP8", "mode": "eager", "target": "kubernetes",
-            "namespace": "default"}  # fmt: skip
+            "namespace": "default", "image": None}  # fmt: skip
     if not knowledge.engines()[engine].modes:
         rest.pop("mode")
     with create_pipe_input() as pipe:
         pipe.send_text(_engine_keys(engine) + ENTER)
+        pipe.close()  # a question the keys do not answer ends the prompt (EOF), never hangs it
         got = ask(rest, input=pipe, output=DummyOutput())
     assert got is not None
     assert got["engine"] == engine and got["transport"] == EXPECTED[engine]
