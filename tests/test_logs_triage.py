@@ -462,6 +462,24 @@ def test_a_net_channel_line_shows_a_rank_off_efa_but_never_on_it(tmp_path):
     assert not a.ranks and a.worst() is not Status.PASS
 
 
+def test_the_printf_version_banner_belongs_to_the_process_around_it(tmp_path):
+    """NCCL prints "NCCL version X" without its host:pid prefix: two hosts' banners in one
+    log still say the ranks run different NCCL versions (F202)."""
+    log = tmp_path / "two.log"
+    log.write_text(
+        "hostA:11:11 [0] NCCL INFO Bootstrap : Using ens7:10.0.0.1<0>\n"
+        "NCCL version 2.14.3+cuda11.7\n"
+        "hostA:11:12 [0] NCCL INFO Using network Socket\n"
+        "hostB:22:22 [0] NCCL INFO Bootstrap : Using ens7:10.0.0.2<0>\n"
+        "NCCL version 2.19.3+cuda12.3\n"
+        "hostB:22:23 [0] NCCL INFO Using network Socket\n"
+    )
+    a = analyze_paths([str(log)], Context(options={"expect_efa": False}), parallel=False)
+    versions = {r.key: r.nccl_version for r in a.facts.nccl_ranks()}
+    assert versions == {"hostA:11": "2.14.3", "hostB:22": "2.19.3"}, versions
+    assert "F202" in {f.code for f in a.findings if f.status is Status.FAIL}
+
+
 def test_one_host_socket_is_not_a_failure_but_one_node_of_many_is():
     # NCCL's own nNodes 1: traffic stays in the node, Socket is what NCCL names and carries none
     a = analyze_stream(_one_host(1, 2, 2))

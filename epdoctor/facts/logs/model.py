@@ -26,6 +26,7 @@ from epdoctor.redact import redact_text
 
 MAX_TEXT = 400  # evidence text per line
 MAX_PER_RANK = 12  # evidence lines kept per list
+BANNER_GAP = 40  # lines after a rank's own NCCL line within which an unprefixed banner is its
 MAX_EVENTS_PER_KIND = 64
 MAX_TROUBLES_PER_RANK = 400  # trouble lines kept per rank from its start ...
 MAX_LATEST_PER_RANK = 100  # ... and its latest ones: the rest is counted, never silently lost
@@ -226,6 +227,7 @@ class LogFacts:
     bytes_scanned: int = 0
     _labels: dict[str, set[str]] = field(default_factory=dict)  # label -> nccl keys
     _pids: dict[int, set[str]] = field(default_factory=dict)  # pid -> nccl keys
+    _last_nccl: dict[str, tuple[str, int]] = field(default_factory=dict)  # source -> (key, line)
     _kind_count: dict[str, int] = field(default_factory=dict)
     _rank_troubles: dict[str, int] = field(default_factory=dict)
     _latest: dict[str, deque[Trouble]] = field(default_factory=dict)  # rank -> its last lines
@@ -269,6 +271,8 @@ class LogFacts:
         if rank is not None and p.nccl:
             rank.nccl = True
             fact = self._nccl_facts(rank, p, source, line_no, shown)
+        elif rank is not None and rank.nccl and sig.NCCL_VERSION.match(p.msg):
+            fact = self._nccl_facts(rank, p, source, line_no, shown)  # its printf'd banner
         key = rank.key if rank is not None else f"source:{source}"
         if fact:  # an NCCL INFO line that only states a fact (a communicator's size)
             return []
@@ -352,8 +356,19 @@ class LogFacts:
                 if lb not in r.labels:
                     r.labels.append(lb)
                 self._labels.setdefault(lb, set()).add(key)
+            self._last_nccl[source] = (key, line_no)
         else:
             r = self._rank_by_label(p, line_no)
+            last = self._last_nccl.get(source)
+            if (
+                r is None
+                and last
+                and line_no - last[1] <= BANNER_GAP
+                and sig.NCCL_VERSION.match(p.msg)
+            ):
+                # NCCL prints its "NCCL version X" banner with printf, no host:pid prefix, among
+                # the INFO lines of the process that printed it: that process's version
+                r = self.ranks[last[0]]
             if r is None and p.nccl:
                 # NCCL's words without its prefix: one rank per source, named for it
                 key = f"nccl@{source or 'log'}"

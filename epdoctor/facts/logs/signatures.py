@@ -18,6 +18,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"NCCL INFO G",  # GIN is disabled., GIN not supported., GIN/Plugin: ...
     b" plugin ",  # Initialized/Assigned/Failed ... NET|GIN plugin, Loaded gin plugin
     b"Using network ",
+    b"NCCL version ",  # also the banner NCCL prints with printf, without its prefix (F202)
     # a channel over NCCL's own Socket or IB network: the network where no "Using network" line
     # was kept (an excerpt); absent from a run on the OFI plugin, so EFA logs never pay for it
     b"[send] via NET/Socket",
