@@ -315,6 +315,10 @@ def test_upstream_wordings_classify(line, code):
         ("libfabric:22:1725400706::efa:domain:efa_domain_hmem_info_init_cuda():169<warn> Failed "
          "to register CUDA buffer with the EFA device, FI_HMEM transfers that require peer to "
          "peer support will fail.", "N305"),
+        # Slurm src/plugins/task/cgroup/task_cgroup_memory.c (24.11), src/srun/launch.c
+        ("slurmstepd: error: Detected 1 oom_kill event in StepId=12.0. Some of the step tasks "
+         "have been OOM Killed.", "H805"),
+        ("srun: error: gpu20-15: task 0: Out Of Memory", "H805"),
         # libfabric prov/efa (v2.5.1)
         ("A process has executed an operation involving a call", "N311"),
         ("FI_EFA_USE_DEVICE_RDMA=1 was set by user, but EFA device has no rdma-read capability.  "
