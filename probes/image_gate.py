@@ -314,12 +314,39 @@ def version_checks(x, python):
             out.append(check(code, UNKNOWN, "cannot read the %s version" % dist, err))
         elif got is None:
             out.append(check(code, FAIL, "%s is not installed" % dist))
+        elif how == "equals" and "+" in want and "+" not in got and got == want.split("+")[0]:
+            out.append(local_label_check(python, dist, got, want, code))
         else:
             ok = (want in got) if how == "contains" else (got == want)
             out.append(check(code, PASS if ok else FAIL,
                              "%s %s" % (dist, got) if ok
                              else "%s is %s, the plan pins %s" % (dist, got, want)))
     return out
+
+
+VERSION_PY = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.M)
+
+
+def local_label_check(python, dist, got, want, code):
+    """A pin with a local label (torch 2.11.0+cu130) against metadata without one: a wheel from
+    PyPI cannot carry the label in its metadata, so the package's own version.py (torch's
+    `__version__ = '2.11.0+cu130'`) decides, read as text; unreadable is unknown, never a pass."""
+    path = dist_file(python, dist, "%s/version.py" % dist.replace("-", "_"))
+    text = ""
+    if path:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                text = fh.read(65536)
+        except OSError:
+            text = ""
+    m = VERSION_PY.search(text)
+    if m is None:
+        return check(code, UNKNOWN, "%s is %s: its build (+%s) cannot be read" % (
+            dist, got, want.split("+", 1)[1]), path or "no %s/version.py" % dist)
+    full = m.group(1)
+    if full == want:
+        return check(code, PASS, "%s %s" % (dist, full), "%s (the metadata says %s)" % (path, got))
+    return check(code, FAIL, "%s is %s, the plan pins %s" % (dist, full, want), path)
 
 
 def file_checks(x):

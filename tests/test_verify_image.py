@@ -90,3 +90,60 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["verify-image", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "image-gate.json" in err
+
+
+@pytest.mark.parametrize(
+    ("version_py", "status"),
+    [
+        ("__version__ = '2.11.0+cu130'\ncuda = '13.0'\n", "pass"),
+        ("__version__ = '2.11.0+cu128'\ncuda = '12.8'\n", "fail"),
+        (None, "unknown"),
+    ],
+    ids=["same-build", "other-build", "unreadable"],
+)
+def test_a_pin_with_a_local_label_is_read_from_the_package(tmp_path, version_py, status):
+    """torch from PyPI says 2.11.0 in its metadata (PyPI refuses local labels) while its build is
+    2.11.0+cu130: the gate reads torch/version.py, and what it cannot read is unknown. On the
+    GPU machine the metadata-only comparison failed a torch that was the pinned build."""
+    site = tmp_path / "site"
+    info = site / "torch-2.11.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0\n")
+    (site / "torch").mkdir()
+    if version_py is not None:
+        (site / "torch" / "version.py").write_text(version_py)
+    expect = tmp_path / "image-gate.json"
+    expect.write_text(json.dumps({
+        "gate": 1, "engine": "vllm", "transport": "gin-proxy", "nccl": "2.30.4",
+        "versions": [["torch", "2.11.0+cu130", "B416", "equals"]], "files": [],
+    }))  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, str(REPO / "probes" / "image_gate.py"), "--expect", str(expect),
+         "--stage", "build", "--python", sys.executable, "--json"],
+        capture_output=True, text=True, timeout=300, env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert "Traceback" not in p.stderr, p.stderr
+    torch = [c for c in json.loads(p.stdout)["checks"] if c["code"] == "B416"]
+    assert [c["status"] for c in torch] == [status], torch
+
+
+@pytest.mark.parametrize(
+    "plan", ["vllm-gin-proxy", "dynamo-gin-proxy", "tensorrt-llm-gin-proxy", "vllm-efa-gda"]
+)
+def test_the_gpu_machine_fails_for_the_right_reasons(plan):
+    """Real outputs from an H100 with torch 2.11.0+cu130 and its NCCL 2.28.9 wheel (README)."""
+    doc = _fixture(f"gpu-{plan}-pod.json")
+    assert doc["exit"] == 1 and doc["stage"] == "pod"
+    by = {(f["code"], f["severity"]) for f in doc["findings"]}
+    nccl = [f for f in doc["findings"] if f["code"] in ("L101", "L505")]
+    # the NCCL torch really loads there is read (not unknown): 2.28.9, below the pin, no LSA
+    assert nccl and all(f["severity"] == "fail" for f in nccl)
+    assert any("2.28.9" in f["title"] for f in nccl)
+    assert any("ncclGetLsaDevicePointer" in " ".join(f["evidence"]) for f in nccl)
+    assert ("N101", "fail") in by and ("B417", "fail") in by
+    torch = [f for f in doc["findings"] if f["code"] == "B416" and "torch" in f["title"]]
+    if not plan.startswith("tensorrt"):  # the pinned torch build passes; the engine is absent
+        assert [f["severity"] for f in torch] == ["pass"]
+        assert ("D406", "fail") in by and ("L103", "fail") in by
+    text = (FIX / f"gpu-{plan}-pod.txt").read_text()
+    assert "Traceback" not in text
