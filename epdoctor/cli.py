@@ -111,11 +111,15 @@ def did_you_mean(parser: argparse.ArgumentParser, extra: list[str]) -> str:
 def _kubectl_output(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
     """`-o json|yaml|wide` where a command has no -o of its own: its --json or -v, said once."""
     sub = argv[0] if argv else ""
-    cmds = next(
-        (a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {}
-    )
-    p = cmds.get(sub) if isinstance(cmds, dict) else None
-    if p is None or any("-o" in a.option_strings for a in p._actions):
+    p: argparse.ArgumentParser | None = parser
+    for word in argv[:2]:  # the command, and its own sub-command (`run bench` has -o DIR)
+        cmds = next(
+            (a.choices for a in p._actions if isinstance(a, argparse._SubParsersAction)), None
+        )
+        if not isinstance(cmds, dict) or word not in cmds:
+            break
+        p = cmds[word]
+    if p is parser or p is None or any("-o" in a.option_strings for a in p._actions):
         return argv
     out = list(argv)
     for i, word in enumerate(out):

@@ -195,7 +195,7 @@ def loads_json(data: bytes | str, what: str, max_depth: int = 64) -> object:
     except RecursionError:
         raise BadInput(f"{what} is nested too deeply") from None
     except ValueError as exc:
-        raise BadInput(f"{what} is not JSON: {exc}") from None
+        raise BadInput(f"{what} is not valid JSON: {exc}") from None
     if json_depth(doc, max_depth) > max_depth:
         raise BadInput(f"{what} is nested too deeply (more than {max_depth} levels)")
     return doc

@@ -377,7 +377,9 @@ class Session:
                 f"{p.detail if p else 'starting'}",
                 None,
             )
-            if r is not None:
+            if r is not None and not self.stopping:
+                # an engine that exits after the operator's stop was stopped: interrupted,
+                # never a failed readiness gate
                 why.append(r)
             return r is None
 

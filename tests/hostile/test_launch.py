@@ -285,7 +285,7 @@ def _bad_plans(tmp_path: Path) -> list[tuple[str, Path, str]]:
     edit("commands-list", r"commands must be an object", commands=["x"])
     edit("input-list", r"input must be an object", input=[1])
     put("list", r"not a plan", [1, 2])
-    put("not-json", r"not JSON", raw=b"{nope")
+    put("not-json", r"not valid JSON", raw=b"{nope")
     put("deep", r"nested too deeply", raw=b"[" * 100_000 + b"]" * 100_000)
     put("huge", r"larger than 4 MiB", raw=b'{"x": "' + b"a" * (5 << 20) + b'"}')
     put("binary", r"not UTF-8", raw=b"\xff\xfe{}")
