@@ -14,6 +14,7 @@ and the launch panes. Commands run as ``python -m epdoctor`` subprocesses.
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import hashlib
 import html
 import io
@@ -555,13 +556,20 @@ def test_error_lines_quoting_paths(tmp_path, empty_root):
         "diagnose --ssh-config": lambda p: ["diagnose", "--ssh", "h", "--ssh-config", p],
     }
     outs: dict[str, str] = {}
-    for name, argv in commands.items():
-        o_all = e_all = ""
-        for _, text in _path_forms():
-            o, e = epd(*argv(f"{tmp_path}/missing/x {text} y"), timeout=30)  # "//" kept
-            o_all, e_all = o_all + o, e_all + e
-        assert e_all.strip(), f"{name}: no error line at all"
-        outs[name], outs[f"{name} [stderr]"] = o_all, e_all
+    # some 300 short runs, independent of each other: a few at a time (the machine's cores)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        runs = {
+            name: [
+                pool.submit(epd, *argv(f"{tmp_path}/missing/x {text} y"), timeout=60)  # "//" kept
+                for _, text in _path_forms()
+            ]
+            for name, argv in commands.items()
+        }
+        for name, futures in runs.items():
+            done = [f.result() for f in futures]
+            o_all, e_all = "".join(o for o, _ in done), "".join(e for _, e in done)
+            assert e_all.strip(), f"{name}: no error line at all"
+            outs[name], outs[f"{name} [stderr]"] = o_all, e_all
     check("error line", outs, [f for f, _ in _path_forms()])
 
 
