@@ -59,7 +59,10 @@ def test_serve_and_kernel_test_are_the_samples():
     assert c.kernel_run.startswith("cd /opt/DeepEP && ")
     assert "WORLD_SIZE=2" in c.kernel_run and "NVSHMEM_DISABLE_CUDA_VMM=1" in c.kernel_run
     assert c.kernel_run.endswith("python3 tests/test_internode.py --num-processes 8")
-    assert c.kernel_test.startswith(c.kernel_run + " > /tmp/epdoctor-kernel-test.log 2>&1")
+    from epdoctor.plan.launch import BOUND  # the operator's script bounds it (600 s default)
+
+    bounded = c.kernel_run.replace("python3 ", BOUND + "python3 ", 1)
+    assert c.kernel_test.startswith(bounded + " > /tmp/epdoctor-kernel-test.log 2>&1")
 
 
 def test_verdict_and_reasons():

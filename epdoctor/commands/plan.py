@@ -9,6 +9,7 @@ the whole input. The headless work is epdoctor.plan's make_plan().
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -179,10 +180,14 @@ def _next_steps(plan: Any, out: str) -> None:
         return
     mine = your_image(plan.image) if plan.image.startswith(PLACEHOLDER_REGISTRY) else '"$IMAGE"'
     d = shlex.quote(out)
+    # no Dockerfile written (SGLang: the sample's, D804): build from where the sample lives
+    src = d if os.path.isfile(os.path.join(out, "Dockerfile")) else "SAMPLE_DIR"
     print(
         f"\nThe image is a placeholder (B415): `epdoctor lint {d}` fails until it is yours. Next:\n"
         "  export REGISTRY=123456789012.dkr.ecr.us-east-1.amazonaws.com   # your registry\n"
-        f"  docker build -t {mine} {d} && docker push {mine}\n"
+        + ("  # SAMPLE_DIR: the SGLang DeepEP sample's directory (D804); the plan writes no "
+           "Dockerfile for it\n" if src == "SAMPLE_DIR" else "")
+        + f"  docker build -t {mine} {src} && docker push {mine}\n"
         f"  {replan_command(plan.input, mine)} -o {d} --force\n"
         f"  epdoctor lint {d}"
     )

@@ -96,17 +96,28 @@ KERNEL_LOG = "/tmp/epdoctor-kernel-test.log"
 
 def kernel_test_command(engine: str, nodes: int, gpus: int, world: int, experts: int) -> str:
     """One process per node; passes only on exit 0 AND the efa-direct banner."""
-    run = kernel_run_command(engine, nodes, gpus, world, experts)
+    run = kernel_run_command(engine, nodes, gpus, world, experts, bounded=True)
     banner = "" if nodes == 1 else f" && grep -q {shlex.quote(BANNER)} {KERNEL_LOG}"
     return f"{run} > {KERNEL_LOG} 2>&1{banner}"
 
 
-def kernel_run_command(engine: str, nodes: int, gpus: int, world: int, experts: int) -> str:
-    """The kernel test itself on one node (NODE_RANK and LEADER_ADDR set), output on stdout."""
+# A kernel test whose peer never comes waits forever: the operator's scripts bound it, as the
+# vLLM recipe's run-kernel-test.sh does (`timeout ${KERNEL_TEST_TIMEOUT:-600}`,
+# awslabs/awsome-distributed-ai#1230). timeout(1) signals its whole process group, so the
+# test's worker processes end with it; -k KILLs what ignores the TERM.
+BOUND = 'timeout -k 30 "${KERNEL_TEST_TIMEOUT:-600}" '
+
+
+def kernel_run_command(
+    engine: str, nodes: int, gpus: int, world: int, experts: int, bounded: bool = False
+) -> str:
+    """The kernel test itself on one node (NODE_RANK and LEADER_ADDR set), output on stdout;
+    `bounded`: under `timeout` (the scripts the plan writes; the launch runner has its own)."""
+    t = BOUND if bounded else ""
     if engine in ("vllm", "dynamo"):
         run = (
             f'MASTER_ADDR="$LEADER_ADDR" MASTER_PORT={DEEPEP_TEST_PORT} WORLD_SIZE={nodes} '
-            f'RANK="$NODE_RANK" NCCL_DEBUG=INFO python3 {DEEPEP_ROOT}/tests/elastic/test_ep.py '
+            f'RANK="$NODE_RANK" NCCL_DEBUG=INFO {t}python3 {DEEPEP_ROOT}/tests/elastic/test_ep.py '
             f"--num-processes {gpus} --num-experts {experts}"
         )
     elif engine == "sglang":
@@ -116,11 +127,11 @@ def kernel_run_command(engine: str, nodes: int, gpus: int, world: int, experts: 
             f"cd {DEEPEP_ROOT} && "
             f'MASTER_ADDR="$LEADER_ADDR" MASTER_PORT={DEEPEP_TEST_PORT} WORLD_SIZE={nodes} '
             f'RANK="$NODE_RANK" NVSHMEM_DISABLE_CUDA_VMM=1 NCCL_DEBUG=INFO '
-            f"python3 tests/test_internode.py --num-processes {gpus}"
+            f"{t}python3 tests/test_internode.py --num-processes {gpus}"
         )
     else:
         run = (
-            f"NCCL_DEBUG=INFO torchrun --nnodes {nodes} --nproc-per-node {gpus} "
+            f"NCCL_DEBUG=INFO {t}torchrun --nnodes {nodes} --nproc-per-node {gpus} "
             f'--node-rank "$NODE_RANK" --master-addr "$LEADER_ADDR" --master-port {TORCH_PORT} '
             f"{NCCL_EP_PROBE}"
         )

@@ -320,12 +320,17 @@ def placeholder_image(c: Ctx) -> Iterator[Reason]:
     if not image_is_placeholder(image):
         return
     mine = your_image(image) if image.startswith(PLACEHOLDER_REGISTRY) else '"$IMAGE"'
+    if c.engine.key == "sglang":  # its image is the sample's Dockerfile (D804): none written
+        build = (f"build the SGLang sample's Dockerfile (D804) and push it (docker build -t "
+                 f"{mine} SAMPLE_DIR && docker push {mine})")  # fmt: skip
+    else:
+        build = (f"build the written Dockerfile and push it (docker build -t {mine} DIR && "
+                 f"docker push {mine})")  # fmt: skip
     yield _r(
         "B415",
         Level.INFO,  # the stack is not in question: the verdict stays; lint still fails on it
         f"The image {image} is a placeholder: no node can pull it and `epdoctor lint` fails on "
-        "it. With REGISTRY set to your registry, build the written Dockerfile and push it "
-        f"(docker build -t {mine} DIR && docker push {mine}), then plan again with it: "
+        f"it. With REGISTRY set to your registry, {build}, then plan again with it: "
         f"{replan_command(c.inp, mine)} -o DIR --force",
     )
 
