@@ -120,10 +120,31 @@ def test_trtllm_selects_nccl_ep_ships_its_probe_and_wins_its_nccl(tmp_path, caps
     assert _container(files)["securityContext"] == {"privileged": True}
 
 
+def test_trtllm_serves_the_recipes_bf16_model_and_refuses_a_quantized_one(tmp_path, capsys):
+    """NcclEP v0.1 refuses quantized MoE communication (E411): the default is the recipe's
+    BF16 checkpoint, and an FP8 one is a blocker, not a serve that fails at start."""
+    plan, _ = _plan(tmp_path, capsys, "trtllm")
+    assert plan["input"]["model"] == "Qwen/Qwen3-30B-A3B"
+    assert "Qwen/Qwen3-30B-A3B " in plan["commands"]["leader"] + " "
+    out = tmp_path / "fp8"
+    rc = main([*BASE, *SYSTEMS["trtllm"], "--model", "Qwen/Qwen3-30B-A3B-FP8", "-o", str(out)])
+    capsys.readouterr()
+    assert rc == 1
+    doc = json.loads((out / "plan.json").read_text())
+    assert doc["verdict"] == "not supported"
+    assert [r["level"] for r in doc["reasons"] if r["code"] == "E411"] == ["blocker"]
+    # the other engines keep the FP8 default
+    vllm, _ = _plan(tmp_path, capsys, "vllm-proxy")
+    assert vllm["input"]["model"] == "Qwen/Qwen3-30B-A3B-FP8"
+
+
 def test_sglang_writes_no_image_and_says_why(tmp_path, capsys):
     plan, files = _plan(tmp_path, capsys, "sglang")
     assert "Dockerfile" not in files
     assert any(r["code"] == "D804" and "pull/1215" in r["message"] for r in plan["reasons"])
+    # the next step builds the sample's Dockerfile, not the plan directory (which has none)
+    b415 = [r["message"] for r in plan["reasons"] if r["code"] == "B415"]
+    assert b415 and "SAMPLE_DIR" in b415[0] and "the written Dockerfile" not in b415[0]
 
 
 def test_gpu_initiated_plan_explains_the_recipes_type_3_and_the_hw_counter(tmp_path, capsys):

@@ -59,6 +59,7 @@ class Engine:
     nccl_floor: str = ""  # the lowest NCCL its EP backend loads (TensorRT-LLM NcclEP)
     nccl_ep_prebuilt: str = ""  # the prebuilt libnccl_ep release ...
     nccl_abi_change: str = ""  # ... and the NCCL whose device API it no longer matches
+    default_model: str = ""  # the model its recipe serves, where the global default cannot run
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from epdoctor.knowledge import stack
 from epdoctor.plan import contract, launch, rules
 from epdoctor.plan.experts import find_experts, validate_model
 from epdoctor.plan.model import (
+    DEFAULT_MODEL,
     ENGINES,
     MODES,
     TARGETS,
@@ -29,8 +30,10 @@ IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:-]*?(:[\w][\w.-]{0,127})?(@sha256:[0-9a
 MOVING_TAGS = {"latest", "main", "master", "nightly", "stable", "dev", "edge"}
 MAX_NODES = 64
 # a vLLM pin: a commit (hex SHA prefix) or a wheel version (PEP 440 with a +g<sha> local part)
-PIN = re.compile(r"^(?:[0-9a-f]{7,40}|\d{1,4}(?:\.\d{1,6}){1,3}(?:(?:a|b|rc)\d{1,4})?"
-                 r"(?:\.post\d{1,6})?(?:\.dev\d{1,8})?(?:\+[A-Za-z0-9.]{1,64})?)\Z")
+PIN = re.compile(
+    r"^(?:[0-9a-f]{7,40}|\d{1,4}(?:\.\d{1,6}){1,3}(?:(?:a|b|rc)\d{1,4})?"
+    r"(?:\.post\d{1,6})?(?:\.dev\d{1,8})?(?:\+[A-Za-z0-9.]{1,64})?)\Z"
+)
 
 
 ALIASES = {
@@ -86,6 +89,8 @@ def make_plan(inp: PlanInput) -> Plan:
         raise PlanInputError(f"unknown instance type {inp.instance!r}; known: {known}")
     engine = stack.engines()[engine_key]
     transport = stack.transports()[transport_key]
+    if not inp.model:  # the engine's recipe model where the common default cannot run (E411)
+        inp = dataclasses.replace(inp, model=engine.default_model or DEFAULT_MODEL)
 
     if not isinstance(inp.nodes, int) or not 1 <= inp.nodes <= MAX_NODES:
         raise PlanInputError(f"--nodes must be 1..{MAX_NODES}, not {inp.nodes!r}")

@@ -58,6 +58,9 @@ class Verdict(str, enum.Enum):
     NOT_SUPPORTED = "not supported"
 
 
+DEFAULT_MODEL = "Qwen/Qwen3-30B-A3B-FP8"  # the vLLM, Dynamo and SGLang recipes' model
+
+
 @dataclass(frozen=True)
 class PlanInput:
     """Everything the plan needs; every field is also a flag of `epdoctor plan`."""
@@ -67,7 +70,9 @@ class PlanInput:
     instance: str = "p5en.48xlarge"
     nodes: int = 2
     gpus_per_node: int | None = None  # None: every GPU of the instance
-    model: str = "Qwen/Qwen3-30B-A3B-FP8"
+    model: str = (
+        ""  # "": the engine's recipe model (engines.toml default_model), else DEFAULT_MODEL
+    )
     mode: str | None = None  # None: the engine's default (eager where it has the choice)
     target: str = "kubernetes"
     namespace: str = "default"

@@ -12,7 +12,7 @@ from typing import Any
 from epdoctor.knowledge import stack
 from epdoctor.plan.experts import validate_model
 from epdoctor.plan.make import ALIASES, MAX_NODES, validate_image
-from epdoctor.plan.model import PlanInput, PlanInputError
+from epdoctor.plan.model import DEFAULT_MODEL, PlanInput, PlanInputError
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,12 @@ def all_questions(answers: dict[str, Any]) -> list[Question]:
         ),
         Question("nodes", "Nodes", "int", default=str(_D.nodes), limit=MAX_NODES),
         Question("gpus_per_node", "GPUs per node", "int", default=str(inst.gpus), limit=inst.gpus),
-        Question("model", "Model (Hugging Face id or local path)", "text", default=_D.model),
+        Question(
+            "model",
+            "Model (Hugging Face id or local path)",
+            "text",
+            default=engine.default_model or DEFAULT_MODEL,
+        ),
         Question("num_experts", "Routed experts (blank: read config.json)", "optional-int"),
     ]
     if engine.modes:
@@ -130,6 +135,11 @@ def still_holds(key: str, value: Any, answers: dict[str, Any]) -> bool:
     prompt, reset in the wizard); picking it again afterwards is the operator's choice."""
     if key == "transport":
         return str(value) in _engine(answers).transports
+    if key == "model":  # a default of another engine gives way to this engine's recipe model
+        defaults = {DEFAULT_MODEL} | {e.default_model for e in stack.engines().values()}
+        return str(value) not in defaults or str(value) == (
+            _engine(answers).default_model or DEFAULT_MODEL
+        )
     return True
 
 

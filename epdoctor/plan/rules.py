@@ -5,6 +5,7 @@ come from data/, so the rules only say how those facts combine."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -311,6 +312,27 @@ def replan_command(inp: PlanInput, image: str) -> str:
     if inp.namespace and inp.namespace != "default":
         args += ["-n", inp.namespace]
     return " ".join(shlex.quote(str(a)) for a in args) + f" --image {image}"
+
+
+# what a checkpoint's name says about its weights' quantization (Hugging Face naming)
+QUANTIZED_NAME = re.compile(
+    r"(?i)(?:^|[-_/.])(?:fp8|fp4|nvfp4|mxfp4|int8|int4|w4a16|w8a8|w4a8|awq|gptq|bnb|[48]bit)"
+    r"(?:$|[-_.])"
+)
+
+
+@detector("E411", domain="plan")
+def trtllm_quantized(c: Ctx) -> Iterator[Reason]:
+    """NcclEP v0.1 carries no quantized MoE layer: a quantized checkpoint cannot serve on it."""
+    if c.engine.key != "tensorrt-llm" or not QUANTIZED_NAME.search(c.inp.model):
+        return
+    yield _r(
+        "E411",
+        Level.BLOCKER,
+        f"{c.inp.model} is a quantized checkpoint and NcclEP v0.1 refuses quantized MoE "
+        "communication (the serve fails building its MoE layers): serve the BF16 checkpoint, as "
+        f"the recipe does (--model {c.engine.default_model or 'Qwen/Qwen3-30B-A3B'}).",
+    )
 
 
 @detector("B415", domain="plan")
