@@ -184,6 +184,114 @@ def check_combine(
     return out
 
 
+# ------------------------------------------------------------------- MPI over torch.distributed
+class TorchMpiComm:
+    """The part of an mpi4py communicator TensorRT-LLM's NcclEP bootstrap calls, over
+    torch.distributed (gloo, CPU objects).
+
+    NcclEP builds its EP group with `mpi_comm().Split(pp_rank, moe_ep_rank)` and broadcasts the
+    NCCL unique id with `.bcast(uid, root=0)` (tensorrt_llm/_torch/modules/fused_moe/
+    communication/nccl_ep.py). Under torchrun there is no MPI world: `mpi_comm()` is each
+    process's own one-rank COMM_WORLD, so every rank would build a one-rank EP group and the
+    cross-node test would test nothing. The reference recipe's probe has such a shim too
+    (awslabs/awsome-distributed-ai#1240, recipe/probe_nccl_ep.py, install_mpi_shim).
+    """
+
+    def __init__(self, dist, group, ranks: list[int]) -> None:
+        self._dist, self._group, self._ranks = dist, group, ranks  # ranks: global, in order
+
+    def Get_rank(self) -> int:  # mpi4py's method names
+        return self._ranks.index(self._dist.get_rank())
+
+    def Get_size(self) -> int:
+        return len(self._ranks)
+
+    def Split(self, color: int = 0, key: int = 0) -> TorchMpiComm:
+        mine = (int(color), int(key), self._dist.get_rank())
+        every = self.allgather(mine)
+        out = None
+        # new_group is collective over the whole world: every process makes every group, in
+        # the same order, and keeps its own
+        for c in sorted({e[0] for e in every}):
+            ranks = [r for _, _, r in sorted(e for e in every if e[0] == c)]
+            group = self._dist.new_group(ranks=ranks, backend="gloo")
+            if c == mine[0]:
+                out = TorchMpiComm(self._dist, group, ranks)
+        assert out is not None
+        return out
+
+    # Objects travel as pickled bytes in uint8 tensors: torch's own *_object collectives need
+    # numpy, which an image need not have.
+    def bcast(self, obj: object = None, root: int = 0) -> object:
+        import pickle
+
+        import torch
+
+        src = self._ranks[root]
+        data = pickle.dumps(obj) if self._dist.get_rank() == src else b""
+        size = torch.tensor([len(data)], dtype=torch.long)
+        self._dist.broadcast(size, src=src, group=self._group)
+        buf = _bytes_tensor(torch, data, int(size.item()))
+        self._dist.broadcast(buf, src=src, group=self._group)
+        return pickle.loads(bytes(buf.tolist()))
+
+    def allgather(self, obj: object) -> list:
+        import pickle
+
+        import torch
+
+        data = pickle.dumps(obj)
+        n = len(self._ranks)
+        sizes = [torch.zeros(1, dtype=torch.long) for _ in range(n)]
+        self._dist.all_gather(sizes, torch.tensor([len(data)], dtype=torch.long), group=self._group)
+        longest = max(int(t.item()) for t in sizes)
+        bufs = [torch.zeros(longest, dtype=torch.uint8) for _ in range(n)]
+        self._dist.all_gather(bufs, _bytes_tensor(torch, data, longest), group=self._group)
+        got = [
+            pickle.loads(bytes(b[: int(z.item())].tolist()))
+            for b, z in zip(bufs, sizes, strict=True)
+        ]
+        # torch orders a group by global rank; MPI orders a communicator by its Split key
+        by_global = dict(zip(sorted(self._ranks), got, strict=True))
+        return [by_global[r] for r in self._ranks]
+
+    def Barrier(self) -> None:
+        self._dist.barrier(group=self._group)
+
+    barrier = Barrier
+
+    def Free(self) -> None:
+        pass
+
+
+def _bytes_tensor(torch, data: bytes, length: int):
+    """`data` in a uint8 tensor of `length` (zero-padded)."""
+    t = torch.zeros(length, dtype=torch.uint8)
+    if data:
+        t[: len(data)] = torch.tensor(list(data), dtype=torch.uint8)
+    return t
+
+
+def install_mpi_comm(dist) -> TorchMpiComm:
+    """Make TensorRT-LLM's mpi_comm() return the torch world, also where a module imported the
+    function by name before this ran."""
+    world = TorchMpiComm(dist, dist.new_group(backend="gloo"), list(range(dist.get_world_size())))
+    import tensorrt_llm._utils as tu
+
+    original = tu.mpi_comm
+
+    def mpi_comm() -> TorchMpiComm:
+        return world
+
+    for name, mod in list(sys.modules.items()):
+        if (name == "tensorrt_llm" or name.startswith("tensorrt_llm.")) and getattr(
+            mod, "mpi_comm", None
+        ) is original:
+            mod.mpi_comm = mpi_comm
+    tu.mpi_comm = mpi_comm
+    return world
+
+
 # ----------------------------------------------------------------------------- TensorRT-LLM
 def build_strategy(args, rank: int, world: int, local_world: int, num_experts: int):
     """The real entry point: Mapping + ModelConfig -> CommunicationFactory.create_strategy()."""
@@ -307,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
     try:
         try:
+            install_mpi_comm(dist)  # before the factory: NcclEP's group is the torch world's
             strategy, info = build_strategy(args, rank, world, local_world, num_experts)
         except Exception as exc:
             return done(
