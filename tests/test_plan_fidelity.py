@@ -210,3 +210,16 @@ def test_ab_switches_every_node_and_ab_transport_flips_env_only():
         transport_flip({**plan, "nccl": "2.30.4"}, "vllm")
     with pytest.raises(EpdoctorError, match="E501"):
         transport_flip({**plan, "input": {"transport": "gin-proxy"}}, "tensorrt-llm")
+
+
+def test_kernel_tests_are_bounded_and_gpu_initiated_proves_gdaki(tmp_path, capsys):
+    """The proxy prints the efa-direct banner too: an EFA-GDA kernel test also needs the GDAKI
+    context line (aws-ofi-nccl gin-getting-started); every script the plan writes is bounded."""
+    gda, files = _plan(tmp_path, capsys, "vllm-gda")
+    proxy, _ = _plan(tmp_path, capsys, "vllm-proxy")
+    assert "gin GDAKI: createContext done" in gda["commands"]["kernel_test"]
+    assert "gin GDAKI" not in proxy["commands"]["kernel_test"]
+    assert "fabric is efa-direct" in proxy["commands"]["kernel_test"]
+    assert 'timeout -k 30 "${KERNEL_TEST_TIMEOUT:-600}"' in files["kubernetes/kernel-test.sh"]
+    env = {e["name"]: e["value"] for e in proxy["env"]}
+    assert env["VLLM_DEEPEP_V2_ALLOW_HYBRID_MODE"] == "1"  # as both recipes serve (E410)

@@ -94,11 +94,22 @@ def serve_commands(
 KERNEL_LOG = "/tmp/epdoctor-kernel-test.log"
 
 
-def kernel_test_command(engine: str, nodes: int, gpus: int, world: int, experts: int) -> str:
-    """One process per node; passes only on exit 0 AND the efa-direct banner."""
+# What proves GPU-initiated GIN ran (aws-ofi-nccl doc/gin-getting-started.md): the proxy prints
+# the efa-direct banner too, so EFA-GDA also needs the GDAKI context line
+GDAKI_PROOF = "gin GDAKI: createContext done"
+
+
+def kernel_test_command(
+    engine: str, nodes: int, gpus: int, world: int, experts: int, transport: str = ""
+) -> str:
+    """One process per node; passes only on exit 0 AND the efa-direct banner (and, for
+    EFA-GDA, the GDAKI context line)."""
     run = kernel_run_command(engine, nodes, gpus, world, experts, bounded=True)
-    banner = "" if nodes == 1 else f" && grep -q {shlex.quote(BANNER)} {KERNEL_LOG}"
-    return f"{run} > {KERNEL_LOG} 2>&1{banner}"
+    proofs = [] if nodes == 1 else [BANNER]
+    if transport == "efa-gda":
+        proofs.append(GDAKI_PROOF)
+    checks = "".join(f" && grep -q {shlex.quote(p)} {KERNEL_LOG}" for p in proofs)
+    return f"{run} > {KERNEL_LOG} 2>&1{checks}"
 
 
 # A kernel test whose peer never comes waits forever: the operator's scripts bound it, as the
@@ -164,14 +175,21 @@ def kernel_test_experts(world: int, model_experts: int | None) -> int:
 
 
 def commands(
-    engine: str, model: str, world: int, gpus: int, nodes: int, mode: str, experts: int | None
+    engine: str,
+    model: str,
+    world: int,
+    gpus: int,
+    nodes: int,
+    mode: str,
+    experts: int | None,
+    transport: str = "",
 ) -> Commands:
     leader, worker = serve_commands(engine, model, world, gpus, nodes, mode)
     kexperts = kernel_test_experts(world, experts)
     return Commands(
         leader=leader,
         worker=worker,
-        kernel_test=kernel_test_command(engine, nodes, gpus, world, kexperts),
+        kernel_test=kernel_test_command(engine, nodes, gpus, world, kexperts, transport),
         smoke=smoke_command(model),
         kernel_run=kernel_run_command(engine, nodes, gpus, world, kexperts),
     )

@@ -185,7 +185,9 @@ def make_plan(inp: PlanInput) -> Plan:
         env=env,
         forbidden=forbidden,
         pins=contract.pin_table(engine_key, transport_key, str(nccl or ""), vllm_pin),
-        commands=launch.commands(engine_key, inp.model, world, gpus, inp.nodes, mode, experts.count),
+        commands=launch.commands(
+            engine_key, inp.model, world, gpus, inp.nodes, mode, experts.count, transport_key
+        ),
         extra={"engine_label": engine.label, "transport_label": transport.label,
                "gpu": instance.gpu, "sm": instance.sm, "target": target,
                "ep_kernel": engine.ep_kernel, "cpu_request": instance.cpu_request,
