@@ -9,6 +9,7 @@ cannot run here, so a stand-in package imports `mpi_comm` by name the way its mo
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import textwrap
 from pathlib import Path
@@ -30,7 +31,8 @@ SCRIPT = textwrap.dedent(
     probe.install_mpi_comm(dist)
     # two pipeline stages of two EP ranks each; the EP rank (the key) reverses the world order
     got = nccl_ep.bootstrap(pp_rank=rank // 2, moe_ep_rank=1 - rank % 2)
-    print("RESULT", json.dumps({"rank": rank, **got}), flush=True)
+    with open(os.path.join(sys.argv[3], "result-%d.json" % rank), "w") as fh:
+        json.dump({"rank": rank, **got}, fh)
     dist.destroy_process_group()
     """
 )
@@ -63,19 +65,17 @@ def test_ncclep_bootstrap_gets_the_torchrun_ep_group(tmp_path):
     script.write_text(SCRIPT)
     p = subprocess.run(
         [TORCH_PY, "-m", "torch.distributed.run", "--nproc-per-node", "4",
-         "--master-port", str(free_port()), str(script), str(tmp_path / "fake"), str(PROBE_DIR)],
+         "--master-port", str(free_port()), str(script), str(tmp_path / "fake"), str(PROBE_DIR),
+         str(tmp_path)],
         capture_output=True, text=True, timeout=180,
+        # a clean environment: no RANK / MASTER_* left by another test of this process
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)},
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
     got = {
-        d["rank"]: d
-        for d in (
-            json.loads(ln.split(" ", 1)[1])
-            for ln in p.stdout.splitlines()
-            if ln.startswith("RESULT ")
-        )
+        d["rank"]: d for d in (json.loads(f.read_text()) for f in tmp_path.glob("result-*.json"))
     }
-    assert sorted(got) == [0, 1, 2, 3]
+    assert sorted(got) == [0, 1, 2, 3], (p.stdout[-2000:], p.stderr[-2000:])
     for rank, d in got.items():
         assert d["ep_size"] == 2  # its pipeline stage's EP group, not a one-rank world
         assert d["ep_rank"] == 1 - rank % 2  # ordered by the key, as MPI_Comm_split orders

@@ -209,7 +209,7 @@ async def test_kernel_test_in_two_pods_one_pane_per_rank(cluster, tmp_path):
     )
     flags = (
         f"--backend gloo --gpus 1 --python {TORCH_PY} --tokens 16 --test-arg=--hidden=16 "
-        f"--test-arg=--iters=1 --no-expect-efa --run-dir {tmp_path} --timeout 240 "
+        f"--test-arg=--iters=1 --no-expect-efa --no-preflight --run-dir {tmp_path} --timeout 240 "
         f"--master-port {free_port()}"
     )
     async with app.run_test(size=(160, 48)) as pilot:

@@ -298,22 +298,30 @@ def _bad_plans(tmp_path: Path) -> list[tuple[str, Path, str]]:
 
 
 def test_a_hostile_plan_is_refused_on_load(cluster, tmp_path):
+    import concurrent.futures
+
     cases = _bad_plans(tmp_path)
-    failed = []
-    for cid, path, says in cases:
+    runs = [
+        (cid, says, argv)
+        for cid, path, says in cases
         for argv in (["run", "kernel-test", "--plan", str(path), "--yes"],
                      ["run", "serve", "--plan", str(path), "--yes"],
-                     ["run", "down", "--plan", str(path), "--yes"]):  # fmt: skip
-            before = len(cluster.emulator.seen)
-            r = kube(cluster, *argv, timeout=30)
-            try:
-                judge(f"plan/{argv[1]}/{cid}", r, Expect(code=exitcodes.ERROR, says=says, max_s=20,
-                                                         max_rss_mb=400))  # fmt: skip
-                # refused before any API request
-                assert len(cluster.emulator.seen) == before, cluster.emulator.seen[before:][:3]
-            except AssertionError as exc:
-                failed.append(f"{argv[1]}/{cid}: {exc}")
+                     ["run", "down", "--plan", str(path), "--yes"])
+    ]  # fmt: skip
+    before = len(cluster.emulator.seen)
+    # independent short runs: a few at a time (the machine's cores)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        results = list(pool.map(lambda run: kube(cluster, *run[2], timeout=60), runs))
+    failed = []
+    for (cid, says, argv), r in zip(runs, results, strict=True):
+        try:
+            judge(f"plan/{argv[1]}/{cid}", r, Expect(code=exitcodes.ERROR, says=says, max_s=40,
+                                                     max_rss_mb=400))  # fmt: skip
+        except AssertionError as exc:
+            failed.append(f"{argv[1]}/{cid}: {exc}")
     assert not failed, "\n".join(failed)
+    # every plan was refused before any API request
+    assert len(cluster.emulator.seen) == before, cluster.emulator.seen[before:][:3]
     assert len(cases) >= 20
 
 
