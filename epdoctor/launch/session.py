@@ -4,7 +4,9 @@ A front end prepares the launch (epdoctor.launch.config.prepare: configuration, 
 the exact commands, ``Launch.lines``), shows the commands and asks; on the operator's yes
 it calls ``Session.run()``: on a worker thread (the terminal app) or on the main thread
 (`epdoctor run`, where Ctrl-C, SIGTERM and SIGHUP arrive as KeyboardInterrupt). The run
-starts the commands on their nodes (this host, SSH hosts, pods) and reports as it goes:
+first diagnoses every node read-only (the ``preflight`` gate, unless the request says
+``--no-preflight``; a failure starts nothing), then starts the commands on their nodes (this
+host, SSH hosts, pods) and reports as it goes:
 
 - ``on_line(pane, line)``: every line, keyed by pane (one per rank, or per process: leader,
   worker1, ...; the session's own lines go to the panes of ``SESSION_PANES``);
