@@ -91,7 +91,8 @@ ANCHORS: tuple[bytes, ...] = (
 )
 # The channel lines that say which transport connects a rank to each peer. They are the bulk
 # of an NCCL INFO log (one per channel, peer and direction), so ``epdoctor logs`` does not
-# look for them (but for the send side of Socket and IB channels, above); the launch gates, whose logs are small, add this anchor (``Feeder(anchors=...)``,
+# look for them (but for the send side of Socket and IB channels, above); the launch gates,
+# whose logs are small, add this anchor (``Feeder(anchors=...)``,
 # ``LogAnalyzer(transports=True)``). Every P2P, SHM and NET channel line contains it, the ring
 # order lines (``Channel 00/24 : 0 1 2 3``) do not.
 TRANSPORT_ANCHORS: tuple[bytes, ...] = (b"] via ",)
