@@ -48,7 +48,8 @@ def register(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--model",
         metavar="ID|PATH",
-        help="Hugging Face id or local model directory (default Qwen/Qwen3-30B-A3B-FP8)",
+        help="Hugging Face id or local model directory (default: the engine's recipe model, "
+        "Qwen/Qwen3-30B-A3B-FP8; Qwen/Qwen3-30B-A3B for TensorRT-LLM)",
     )
     g.add_argument(
         "--mode",
@@ -182,12 +183,13 @@ def _next_steps(plan: Any, out: str) -> None:
     d = shlex.quote(out)
     # no Dockerfile written (SGLang: the sample's, D804): build from where the sample lives
     src = d if os.path.isfile(os.path.join(out, "Dockerfile")) else "SAMPLE_DIR"
+    sample = "SGLang DeepEP sample's directory (D804); the plan writes no Dockerfile for it"
+    where = f"  # SAMPLE_DIR: the {sample}\n" if src == "SAMPLE_DIR" else ""
     print(
         f"\nThe image is a placeholder (B415): `epdoctor lint {d}` fails until it is yours. Next:\n"
         "  export REGISTRY=123456789012.dkr.ecr.us-east-1.amazonaws.com   # your registry\n"
-        + ("  # SAMPLE_DIR: the SGLang DeepEP sample's directory (D804); the plan writes no "
-           "Dockerfile for it\n" if src == "SAMPLE_DIR" else "")
-        + f"  docker build -t {mine} {src} && docker push {mine}\n"
+        f"{where}"
+        f"  docker build -t {mine} {src} && docker push {mine}\n"
         f"  {replan_command(plan.input, mine)} -o {d} --force\n"
         f"  epdoctor lint {d}"
     )

@@ -70,9 +70,8 @@ class PlanInput:
     instance: str = "p5en.48xlarge"
     nodes: int = 2
     gpus_per_node: int | None = None  # None: every GPU of the instance
-    model: str = (
-        ""  # "": the engine's recipe model (engines.toml default_model), else DEFAULT_MODEL
-    )
+    # "": the engine's recipe model (engines.toml default_model), else DEFAULT_MODEL
+    model: str = ""
     mode: str | None = None  # None: the engine's default (eager where it has the choice)
     target: str = "kubernetes"
     namespace: str = "default"
