@@ -25,6 +25,7 @@ MAX_CONFIG_BYTES = 1_000_000
 
 DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?\Z")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
+# a vLLM pin: a commit (hex SHA prefix) or a wheel version (PEP 440, +g<sha> local part)
 PIN = re.compile(
     r"(?:[0-9a-f]{7,40}|\d{1,4}(?:\.\d{1,6}){1,3}(?:(?:a|b|rc)\d{1,4})?(?:\.post\d{1,6})?"
     r"(?:\.dev\d{1,8})?(?:\+[A-Za-z0-9.]{1,64})?)\Z"
@@ -32,7 +33,7 @@ PIN = re.compile(
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _CONTROL_NL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]|\n")
 
-MAX_NODES = 64  # epdoctor.plan.make.MAX_NODES
+MAX_NODES = 64  # nodes of one plan (epdoctor plan --nodes, plan.json's nodes)
 MAX_GPUS = 16
 MAX_EFA = 64
 # a StatefulSet's pods are NAME-<index> with a controller-revision-hash label NAME-<hash>

@@ -22,18 +22,13 @@ from epdoctor.plan.model import (
     Verdict,
 )
 from epdoctor.plan.versions import nccl as parse_nccl
+from epdoctor.schema import MAX_NODES, PIN  # one vLLM-pin shape and node limit, plan.json's too
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?\Z")
 # repository[:tag][@sha256:digest]; the tag must not be a moving one.
 IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:-]*?(:[\w][\w.-]{0,127})?(@sha256:[0-9a-f]{64})?\Z", re.I)
 MOVING_TAGS = {"latest", "main", "master", "nightly", "stable", "dev", "edge"}
-MAX_NODES = 64
-# a vLLM pin: a commit (hex SHA prefix) or a wheel version (PEP 440 with a +g<sha> local part)
-PIN = re.compile(
-    r"^(?:[0-9a-f]{7,40}|\d{1,4}(?:\.\d{1,6}){1,3}(?:(?:a|b|rc)\d{1,4})?"
-    r"(?:\.post\d{1,6})?(?:\.dev\d{1,8})?(?:\+[A-Za-z0-9.]{1,64})?)\Z"
-)
 
 
 ALIASES = {
