@@ -91,18 +91,23 @@ ROLLOUT_CASES = [
 ]
 
 
+def kernel_test_under(cluster, plan: Path, rule: str, mode: str) -> Run:
+    """`run kernel-test --plan` while the API answers `rule`'s requests with `mode`."""
+    cluster.emulator.hostile[rule] = mode
+    try:
+        return kube(cluster, "run", "kernel-test", "--plan", str(plan), "--yes", "--no-preflight",
+                    "--timeout", "60", timeout=90)  # fmt: skip
+    finally:
+        cluster.emulator.hostile.clear()
+
+
 @pytest.mark.parametrize(("cid", "rule", "mode", "says"), ROLLOUT_CASES,
                          ids=[c[0] for c in ROLLOUT_CASES])  # fmt: skip
 def test_an_api_failure_during_a_rollout_is_an_error(cluster, tmp_path, cid, rule, mode, says):
     ns = f"h-{cid}"
     plan = plan_for(tmp_path, ns)
     verb, path = rule.split(" ", 1)
-    cluster.emulator.hostile[f"{verb} /namespaces/{ns}{path}"] = mode
-    try:
-        r = kube(cluster, "run", "kernel-test", "--plan", str(plan), "--yes", "--no-preflight",
-                 "--timeout", "60", timeout=90)  # fmt: skip
-    finally:
-        cluster.emulator.hostile.clear()
+    r = kernel_test_under(cluster, plan, f"{verb} /namespaces/{ns}{path}", mode)
     try:
         judge(f"launch/{cid}", r, Expect(code=exitcodes.ERROR, says=says, one_line=False,
                                           check=lambda _r: wait_gone(cluster, ns)))  # fmt: skip
@@ -113,12 +118,7 @@ def test_an_api_failure_during_a_rollout_is_an_error(cluster, tmp_path, cid, rul
 def test_a_take_down_that_fails_has_its_own_exit_code(cluster, tmp_path):
     ns = "h-del-500"
     plan = plan_for(tmp_path, ns)
-    cluster.emulator.hostile[f"DELETE /namespaces/{ns}/statefulsets/"] = "500"
-    try:
-        r = kube(cluster, "run", "kernel-test", "--plan", str(plan), "--yes", "--no-preflight",
-                 "--timeout", "60", timeout=90)  # fmt: skip
-    finally:
-        cluster.emulator.hostile.clear()
+    r = kernel_test_under(cluster, plan, f"DELETE /namespaces/{ns}/statefulsets/", "500")
     try:
         judge("launch/delete-500", r, Expect(
             code=exitcodes.TAKEDOWN_INCOMPLETE, one_line=False,
