@@ -319,6 +319,33 @@ def test_upstream_wordings_classify(line, code):
         ("slurmstepd: error: Detected 1 oom_kill event in StepId=12.0. Some of the step tasks "
          "have been OOM Killed.", "H805"),
         ("srun: error: gpu20-15: task 0: Out Of Memory", "H805"),
+        # CUDA runtime error 214 / 220; the driver's hardware Xids (NVIDIA Xid catalogue)
+        ("RuntimeError: CUDA error: uncorrectable ECC error encountered", "H806"),
+        ("RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution",
+         "H806"),
+        ("kernel: NVRM: Xid (PCI:0000:91:00): 79, pid='<unknown>', name=<unknown>, GPU has "
+         "fallen off the bus.", "H806"),
+        ("kernel: NVRM: Xid (PCI:0000:10:1c): 95, pid=1896, name=python, Uncontained: FBHUB.",
+         "H806"),
+        # Ray's memory monitor (raylet node_manager.cc), kmod's modprobe, pyxis/enroot
+        ("(raylet) node_manager.cc:3040: 1 Workers (tasks / actors) killed due to memory pressure "
+         "(OOM), 0 Workers crashed due to other reasons at node (ID: 2c8, IP: 10.0.0.1)", "H805"),
+        ("modprobe: FATAL: Module gdrdrv not found in directory /lib/modules/6.8.0-1015-aws",
+         "H812"),
+        ("slurmstepd: error: pyxis: failed to import docker image", "K107"),
+        ("slurmstepd: error: pyxis:     [ERROR] URL https://nvcr.io/proxy_auth?scope=x returned "
+         "error code: 401 Unauthorized", "K107"),
+        # DeepSpeed's launcher pre-flight; Dynamo's etcd client; Open MPI's OFI MTL add_procs
+        ("RuntimeError: Using hostfile at /job/hostfile but host=p5en-2 was not reachable via "
+         "ssh. If you are running with a single node please remove /job/hostfile or setup "
+         "passwordless ssh.", "T803"),
+        ("Exception: Failed to connect to etcd server with config ClientOptions { etcd_url: "
+         "[\"http://etcd:2379\"] }", "T803"),
+        ("[p5en-1:08156] mtl_ofi_endpoint.h:48: *** The Open MPI OFI MTL is aborting the MPI job "
+         "(via exit(3)).", "H121"),
+        # CUDA error 800 on a fabric-handle allocation (no IMEX channel)
+        ("CuError: (800, 'Call to cuMemCreate(&memHandle, nbytes, &prop, 0 ) failed. (Cu failure: "
+         "operation not permitted)')", "H804"),
         # libfabric prov/efa (v2.5.1)
         ("A process has executed an operation involving a call", "N311"),
         ("FI_EFA_USE_DEVICE_RDMA=1 was set by user, but EFA device has no rdma-read capability.  "
@@ -368,6 +395,20 @@ def test_upstream_wordings_classify(line, code):
 def test_new_families_classify(line, code):
     v = triage.classify(parse_line(line))
     assert v is not None and v.code == code, (line, v)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # application Xids follow a program fault; they are not the hardware's
+        "kernel: NVRM: Xid (PCI:0000:cb:00): 13, pid=1234, name=python, Graphics SM Warp Exception",
+        "kernel: NVRM: Xid (PCI:0000:cb:00): 31, pid=1234, name=python, Ch 00000008, intr 10000000",
+        "kernel: NVRM: Xid (PCI:0000:cb:00): 43, pid=1234, name=python, Ch 00000008",
+    ],
+)
+def test_application_xids_are_not_a_hardware_fault(line):
+    v = triage.classify(parse_line(line))
+    assert v is None or v.code != "H806", (line, v)
 
 
 @pytest.mark.parametrize(
