@@ -53,7 +53,8 @@ def test_serve_and_kernel_test_are_the_samples():
     assert "python3 -m sglang.launch_server" in c.leader
     assert "--tp-size 16 --ep-size 16 --moe-a2a-backend deepep --deepep-mode auto" in c.leader
     assert '--nnodes 2 --node-rank "$NODE_RANK"' in c.leader
-    assert "--disable-radix-cache --mem-fraction-static 0.85" in c.leader
+    assert "--port 8000 --mem-fraction-static 0.85" in c.leader
+    assert "--disable-radix-cache" not in c.leader  # the bench's prompts share no prefix (M403)
     assert "--enable-dp-attention" not in c.leader  # needs precompile + graph caps it does not set
     assert c.worker == c.leader  # every node runs the same launcher with its rank
     assert c.kernel_run.startswith("cd /opt/DeepEP && ")

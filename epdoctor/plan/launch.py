@@ -77,15 +77,15 @@ def serve_commands(
         return serve, serve if nodes > 1 else ""
     if engine == "sglang":
         # The SGLang DeepEP sample's colocated serve: TP = EP = every GPU, DeepEP picking its
-        # kernels per batch (auto), the radix cache off so benchmark prompts are prefilled.
+        # kernels per batch (auto). SGLang's own defaults otherwise (the radix cache stays on:
+        # the benchmark's prompts do not share a prefix, M403).
         serve = " ".join(
             ["python3", "-m", "sglang.launch_server", "--model-path", m, "--trust-remote-code",
              "--tp-size", str(world), "--ep-size", str(world),
              "--moe-a2a-backend", "deepep", "--deepep-mode", "auto",
              "--nnodes", str(nodes), "--node-rank", '"$NODE_RANK"',
              "--dist-init-addr", f'"$LEADER_ADDR:{SGLANG_DIST_PORT}"',
-             "--host", "0.0.0.0", "--port", str(PORT),
-             "--disable-radix-cache", "--mem-fraction-static", "0.85"]
+             "--host", "0.0.0.0", "--port", str(PORT), "--mem-fraction-static", "0.85"]
         )  # fmt: skip
         return serve, serve if nodes > 1 else ""
     raise ValueError(engine)

@@ -3,6 +3,7 @@ to set, pin and run. No terminal library: the command prints these lines."""
 
 from __future__ import annotations
 
+from epdoctor.plan.contract import refused
 from epdoctor.plan.model import Level, Plan
 
 MARK = {Level.BLOCKER: "x", Level.CAVEAT: "!", Level.UNKNOWN: "?", Level.INFO: "-"}
@@ -46,13 +47,17 @@ def lines(plan: Plan, width: int | None = None) -> list[str]:
     if not plan.supported:
         return out
     out += ["", "Env contract (set exactly these):"]
-    width = max(len(e.name) for e in plan.env) if plan.env else 0
+    name_w = max(len(e.name) for e in plan.env) if plan.env else 0
     for e in plan.env:
-        out.append(f"  {e.name.ljust(width)} = {e.value}    [{e.code}, read by {e.reader}]")
+        out.append(f"  {e.name.ljust(name_w)} = {e.value}    [{e.code}, read by {e.reader}]")
     if plan.forbidden:
         out += ["", "Must NOT be set:"]
         for f in plan.forbidden:
             out += _wrap(f"  {f.name}  [{f.code}] {f.why}", width, 4)
+    if rows := refused(i.engine):
+        out += ["", "Set by a reference recipe, not adopted here (and why):"]
+        for r in rows:
+            out += _wrap(f"  {r['name']}: {r['why']} ({r['recipe']})", width, 4)
     out += ["", "Pins and floors:"]
     for p in plan.pins:
         out.append(f"  {p.component}: {p.value}  ({p.kind}, {p.code})")
