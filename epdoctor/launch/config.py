@@ -18,8 +18,8 @@ from epdoctor.requests import BenchOptions, KernelTestOptions, LaunchRequest, Se
 
 if TYPE_CHECKING:
     from epdoctor.launch.kernel_test import KernelTestConfig
+    from epdoctor.launch.prepared import Launch
     from epdoctor.launch.serve import ServeConfig
-    from epdoctor.launch.session import Launch
 
 
 def load_plan(path: str | None) -> dict[str, Any]:
@@ -199,7 +199,7 @@ def _first_address(nodes: list[Any]) -> str:
 
 def prepare(request: LaunchRequest, plan: dict[str, Any], nodes: list[Any]) -> Launch:
     """The launch on these nodes with its exact commands, as `epdoctor run` shows them."""
-    from epdoctor.launch.session import Launch
+    from epdoctor.launch.prepared import Launch
 
     what, o = request.what, request.options
     if isinstance(o, KernelTestOptions) and o.isolate:

@@ -54,7 +54,7 @@ from epdoctor.launch.kube_objects import (
     phase,
 )
 from epdoctor.launch.kube_watch import PodWatch
-from epdoctor.launch.session import Outcome
+from epdoctor.launch.outcome import Outcome
 from epdoctor.model import EpdoctorError, Finding, Status
 from epdoctor.targets.base import TargetError
 from epdoctor.targets.kube_apply import FIELD_MANAGER, KubeApply, kind_of

@@ -31,114 +31,22 @@ when the run ends, never before its processes are stopped.
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from typing import Any
 
-from epdoctor.launch.launcher import LocalNode, Node
-from epdoctor.launch.nodes import close_nodes, where
-from epdoctor.model import Finding, Status
-from epdoctor.requests import LaunchRequest
-
-OnLine = Callable[[str, str], None]  # (pane, line)
-OnGate = Callable[[str, str, str, "str | None"], None]  # (gate, state, summary, code)
-OnFinding = Callable[[str, Finding], None]  # (source, finding)
-WHATS = ("kernel-test", "serve", "smoke", "bench")
-SESSION_PANES = ("smoke", "bench", "isolate")  # the session's own lines: replies, levels, pairs
-
-
-@dataclass
-class Launch:
-    """A launch ready to confirm: what, where, the exact commands, and its configuration."""
-
-    what: str
-    lines: list[str]  # the commands, exactly as they will run
-    request: LaunchRequest | None = None  # the typed request it was prepared from
-    plan: dict[str, Any] = field(default_factory=dict)
-    # KernelTestConfig / ServeConfig; for a benchmark its arms [(label, ServeConfig | None)];
-    # None for smoke (HTTP only) and for a benchmark of what serves now
-    cfg: Any = None
-    nodes: list[Node] = field(default_factory=list)
-
-    @property
-    def options(self) -> Any:
-        return self.request.options if self.request is not None else None
-
-    @property
-    def where(self) -> str:
-        if _is_rollout(self.cfg):
-            return f"Kubernetes namespace {self.cfg.ns}"
-        if self.what in ("smoke", "bench"):
-            return str(getattr(self.options, "url", "") or "the leader")
-        return where(self.nodes)
-
-    @property
-    def remote(self) -> bool:
-        return _is_rollout(self.cfg) or any(not isinstance(n, LocalNode) for n in self.nodes)
-
-    @property
-    def isolate(self) -> bool:
-        return bool(getattr(self.options, "isolate", False))
-
-    def node_of(self, pane: str) -> str | None:
-        """The node a pane's lines come from, when the launch reaches beyond this host."""
-        if not self.remote:
-            return None
-        index: int | None = None
-        if pane == "leader":
-            index = 0
-        elif m := re.match(r"^(rank|node|worker)(\d+)\b", pane):
-            n = int(m.group(2))
-            per_node = max(1, int(getattr(self.cfg, "gpus", 1) or 1))
-            index = n // per_node if m.group(1) == "rank" else n
-        if index is None or not 0 <= index < len(self.nodes):
-            return None
-        return self.nodes[index].name
-
-    def close(self) -> None:
-        """Drop the nodes' connections (a launch that was not confirmed, or has ended)."""
-        close_nodes(self.nodes)
-
-
-def _is_rollout(cfg: Any) -> bool:
-    from epdoctor.launch.kube_rollout import RolloutPlan
-
-    return isinstance(cfg, RolloutPlan)
-
-
-@dataclass
-class Outcome:
-    what: str  # kernel-test, serve, smoke, bench or isolate
-    status: str  # pass / fail / warn / unknown / interrupted / error / detached
-    gates: list[Any] = field(default_factory=list)  # epdoctor.launch.gates.Gate
-    stopped: list[str] = field(default_factory=list)  # what stopping did, for the operator
-    error: str = ""
-    reason: str = ""  # why a serve ended early: "not ready", "exited"
-    result: Any = None  # KernelReport, a serve summary, SmokeResult, BenchResults, isolation
-    failed_early: bool = False  # a node failed and the others were stopped
-    exc: BaseException | None = None  # the error, or the interrupt (Ctrl-C, SIGTERM, SIGHUP)
-    left: list[str] = field(default_factory=list)  # applied, to be deleted, and still there
-
-    def gate(self, name: str) -> Any:
-        """The gate of that name (the last one), or None: gates are found by name, never by
-        their position in the list."""
-        return next((g for g in reversed(self.gates) if g.name == name), None)
-
-    def to_json(self) -> dict[str, Any]:
-        """The outcome as `--json` prints it (every front end the same shape)."""
-        return {
-            "what": self.what,
-            "status": self.status,
-            "gates": [g.to_json() for g in self.gates],
-            "stopped": list(self.stopped),
-            "left": list(self.left),
-            "error": self.error,
-            "reason": self.reason,
-        }
+from epdoctor.launch.outcome import (  # noqa: F401  (the session's event types, re-exported)
+    SESSION_PANES,
+    WHATS,
+    OnFinding,
+    OnGate,
+    OnLine,
+    Outcome,
+)
+from epdoctor.launch.prepared import Launch
+from epdoctor.model import Status
 
 
 class Session:
@@ -226,7 +134,7 @@ class Session:
     def run(self) -> Outcome:
         what = "isolate" if self.launch.isolate else self.launch.what
         try:
-            if _is_rollout(self.launch.cfg):  # a Kubernetes plan: epdoctor/launch/kube_rollout.py
+            if self.launch.rollout:  # a Kubernetes plan: epdoctor/launch/kube_rollout.py
                 return self._rollout()
             refused = self._node_preflight(what)
             if refused is not None:
