@@ -27,6 +27,7 @@ from epdoctor.requests import (
     KernelTestOptions,
     LaunchRequest,
     ProbeOptions,
+    RolloutFlags,
     ServeOptions,
     SmokeOptions,
     TargetSpec,
@@ -664,6 +665,9 @@ def to_launch_request(
     fields = {f.name: a[f.name] for f in dataclasses.fields(kind) if f.name in a}
     if "test_arg" in fields:
         fields["test_arg"] = tuple(fields["test_arg"])
+    rollout = RolloutFlags(
+        **{f.name: a[f.name] for f in dataclasses.fields(RolloutFlags) if f.name in a}
+    )
     return LaunchRequest(
         what=args.what,
         options=kind(**fields),
@@ -677,6 +681,7 @@ def to_launch_request(
         detach=args.detach,
         json=args.json,
         live=not args.no_live,
+        rollout=rollout,
     )
 
 

@@ -202,6 +202,21 @@ WHATS = ("kernel-test", "serve", "smoke", "bench")
 
 
 @dataclass(frozen=True)
+class RolloutFlags:
+    """How a Kubernetes plan is brought up, gated and taken down (epdoctor/launch/kube_rollout.py):
+    the rollout's own flags on `run kernel-test|serve --plan`."""
+
+    keep: bool = False  # delete nothing of what is applied
+    attach: bool = False  # apply nothing: run in the plan's pods as they are
+    schedule_timeout: float = 600.0  # a pod Pending (unschedulable) this long fails the step
+    start_timeout: float = 1800.0  # the pods not running this long after the apply fails it
+    no_kernel_test: bool = False  # serve at once, no kernel test in idle pods first
+    kernel_timeout: float = 900.0  # seconds the kernel test may run (serve)
+    bench: str | None = None  # concurrency levels after the smoke request ("1,4,16")
+    smoke_max_tokens: int = 64
+
+
+@dataclass(frozen=True)
 class LaunchRequest:
     """`epdoctor run WHAT`: what, with which options, where, and how the operator is asked."""
 
@@ -219,3 +234,4 @@ class LaunchRequest:
     detach: bool = False  # leave what started running, and say how to stop it
     json: bool = False
     live: bool = True  # live panes when in a terminal
+    rollout: RolloutFlags = field(default_factory=RolloutFlags)

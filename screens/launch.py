@@ -94,11 +94,11 @@ def prepare(
         req = replace(req, options=replace(req.options, isolate=False, regate=None))
     doc, o = config.plan_of(req), req.options
     if what in ("kernel-test", "serve"):  # a Kubernetes plan: epdoctor/launch/kube_launch.py
-        from epdoctor.launch.kube_launch import RolloutPlan, from_flags
+        from epdoctor.launch.kube_launch import RolloutPlan, from_request, launch_of
 
-        rp = from_flags(args, doc, what, req.targets.names_targets)
+        rp = from_request(req, doc)
         if isinstance(rp, RolloutPlan):
-            return Launch(what, rp.lines, req, doc, rp, [])
+            return launch_of(req, doc, rp)
     if what in ("smoke", "bench"):  # HTTP to the leader: nothing starts on a node
         model = o.model or "the first model of /v1/models"
         if what == "smoke":

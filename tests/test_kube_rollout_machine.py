@@ -9,7 +9,6 @@ import copy
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from launch_helpers import ROOT
@@ -215,17 +214,19 @@ def test_keep_leaves_a_failed_rollout_for_run_down(cluster, tmp_path):
 
 
 def test_the_terminal_apps_session_runs_a_kubernetes_plan(cluster, tmp_path):
-    from epdoctor.launch.kube_launch import from_flags
-    from epdoctor.launch.session import Launch, Session
+    from epdoctor.launch.kube_launch import from_request, launch_of
+    from epdoctor.launch.session import Session
+    from epdoctor.requests import KernelTestOptions, LaunchRequest, RolloutFlags, TargetSpec
 
     ns = "tui"
     doc, path = written(tmp_path, ns)
-    flags = SimpleNamespace(plan=path, kubeconfig=str(cluster.kubeconfig), namespace=None,
-                            context=None, request_timeout=None, keep=False, attach=False,
-                            schedule_timeout=30.0, start_timeout=60.0, timeout=60.0, run_dir=None,
-                            python=None, no_preflight=True)  # fmt: skip
-    rp = from_flags(flags, doc, "kernel-test", targets_named=False)
-    launch = Launch("kernel-test", rp.lines, None, doc, rp, [])
+    req = LaunchRequest(
+        "kernel-test", KernelTestOptions(timeout=60.0), TargetSpec(kubeconfig=str(cluster.kubeconfig)),
+        plan_file=path, preflight=False,
+        rollout=RolloutFlags(schedule_timeout=30.0, start_timeout=60.0),
+    )  # fmt: skip
+    rp = from_request(req, doc)
+    launch = launch_of(req, doc, rp)
     assert launch.where == "Kubernetes namespace tui" and launch.remote
     lines: list = []
     gates: list = []

@@ -20,6 +20,7 @@ from typing import Any
 
 from epdoctor import exitcodes
 from epdoctor.model import EpdoctorError
+from epdoctor.requests import LaunchRequest
 
 
 class TakeDownIncomplete(EpdoctorError):
@@ -35,15 +36,14 @@ def api_failed(exc: BaseException, left: str) -> EpdoctorError:
     return EpdoctorError(f"{api_error(exc)}; {left}")
 
 
-def maybe_rollout(args: argparse.Namespace, plan: dict[str, Any], what: str) -> int | None:
+def maybe_rollout(req: LaunchRequest, plan: dict[str, Any]) -> int | None:
     """The exit code of a rollout of ``plan``, or None when the launch runs in existing pods."""
-    from epdoctor.launch.kube_launch import Attach, from_flags
-    from epdoctor.options import to_target_spec
+    from epdoctor.launch.kube_launch import Attach, from_request
     from epdoctor.reports.launch_text import LaunchView
     from epdoctor.targets.base import TargetError
 
     try:
-        rp = from_flags(args, plan, what, to_target_spec(args).names_targets)
+        rp = from_request(req, plan)
     except TargetError as exc:
         raise api_failed(exc, "nothing was applied") from None
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
@@ -53,20 +53,20 @@ def maybe_rollout(args: argparse.Namespace, plan: dict[str, Any], what: str) -> 
         ) from None
     if rp is None:
         return None
-    out = LaunchView(args.json, not args.no_live)
+    out = LaunchView(req.json, req.live)
     if isinstance(rp, Attach):
         out.print(rp.note, markup=False, soft_wrap=True)
         return None
     try:
-        code = _confirm(args, out, rp)
+        code = _confirm(req, out, rp)
         if code is not None:
             return code
-        return _run(out, rp)
+        return _run(out, req, plan, rp)
     finally:
         rp.api.session.close()
 
 
-def _confirm(args: argparse.Namespace, out: Any, rp: Any) -> int | None:
+def _confirm(req: LaunchRequest, out: Any, rp: Any) -> int | None:
     from epdoctor.safeio import markup
 
     o = rp.objects
@@ -78,10 +78,10 @@ def _confirm(args: argparse.Namespace, out: Any, rp: Any) -> int | None:
         out.print(f"  lint (info): {note}", markup=False, soft_wrap=True)
     for line in rp.lines:
         out.print(f"  {line}", markup=False, soft_wrap=True)
-    if args.dry_run:
+    if req.dry_run:
         out.print("(dry run: nothing applied)")
         return exitcodes.OK
-    if args.yes:
+    if req.yes:
         return None
     if not sys.stdin.isatty():
         out.print("[red]refusing to apply without --yes: stdin is not a terminal[/red]")
@@ -93,17 +93,18 @@ def _confirm(args: argparse.Namespace, out: Any, rp: Any) -> int | None:
     return None
 
 
-def _run(out: Any, rp: Any) -> int:
+def _run(out: Any, req: LaunchRequest, plan: dict[str, Any], rp: Any) -> int:
     """The rollout's launch session on a worker thread; this thread draws and turns Ctrl-C
     into stop()."""
     from epdoctor.launch.guard import signal_name
-    from epdoctor.launch.session import Launch, Session
+    from epdoctor.launch.kube_launch import launch_of
+    from epdoctor.launch.session import Session
     from epdoctor.logwatch import log_watch_factory
 
     board, plain = out.board, out.plain
     sinks = _Sinks(out, board, plain)
     session = Session(
-        Launch(rp.options.what, rp.lines, None, {}, rp, []),
+        launch_of(req, plan, rp),
         on_line=sinks.line,
         on_gate=sinks.gate,
         on_finding=sinks.finding,
@@ -275,10 +276,10 @@ def run_down(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan)
     if not is_kube_plan(plan):
         raise EpdoctorError(f"{args.plan} is not a Kubernetes plan: there is nothing to take down")
-    session = connect(args, plan)
+    session = connect(args.context, args.kubeconfig, args.request_timeout, args.plan)
     try:
         api = KubeApply(session)
-        ns = namespace(args, plan, session)
+        ns = namespace(args.namespace, plan, session)
         objects = load_objects(plan, args.plan, ns, lint=False)
         try:
             plan_lines = _down_plan(api, objects, ns)

@@ -96,7 +96,7 @@ def launch(args: argparse.Namespace) -> int:
     if req.what in ("kernel-test", "serve"):  # a Kubernetes plan is applied, gated, taken down
         from epdoctor.commands._run_kube import maybe_rollout
 
-        if (code := maybe_rollout(args, plan, req.what)) is not None:
+        if (code := maybe_rollout(req, plan)) is not None:
             return code
     if req.what == "smoke":
         from epdoctor.launch import smoke

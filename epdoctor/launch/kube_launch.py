@@ -1,11 +1,11 @@
 """Where a launch with a Kubernetes plan goes: a rollout of the plan, or the pods already there.
 
-``from_flags`` is the one decision both front ends (`epdoctor run`, the terminal app) make
-with the flags of `epdoctor run kernel-test|serve`: a Kubernetes plan with no flag naming other
-targets is brought up by epdoctor (epdoctor/launch/kube_rollout.py) unless ``--attach``
-says to use what runs, or the plan's StatefulSet or pods exist and epdoctor did not apply them
-(then the launch runs in those pods, as before, and ``Attach`` says why). The flags are read
-by name (``getattr``), so a typed request can take their place.
+``from_request`` is the one decision both front ends (`epdoctor run`, the terminal app) make
+with the typed request of `epdoctor run kernel-test|serve`: a Kubernetes plan with no flag
+naming other targets is brought up by epdoctor (epdoctor/launch/kube_rollout.py) unless
+``--attach`` says to use what runs, or the plan's StatefulSet or pods exist and epdoctor did
+not apply them (then the launch runs in those pods, as before, and ``Attach`` says why).
+``launch_of`` wraps the rollout as the Launch the session runs.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from typing import Any
 from epdoctor.launch.http import DefaultURL
 from epdoctor.launch.kube_objects import load_objects, managers, owned, plan_name, plan_namespace
 from epdoctor.launch.kube_rollout import NotEpdoctors, RolloutOptions, RolloutPlan, prepare
-
-__all__ = ["Attach", "DefaultURL", "RolloutPlan", "from_flags"]
 from epdoctor.model import EpdoctorError
+from epdoctor.requests import KernelTestOptions, LaunchRequest, ServeOptions
+
+__all__ = ["Attach", "DefaultURL", "RolloutPlan", "from_request", "launch_of"]
 
 
 @dataclass(frozen=True)
@@ -33,35 +34,34 @@ def is_kube_plan(plan: dict[str, Any]) -> bool:
     return bool(plan) and inp.get("target") == "kubernetes"
 
 
-def wanted(flags: Any, plan: dict[str, Any], targets_named: bool) -> bool:
-    if not is_kube_plan(plan) or targets_named or getattr(flags, "attach", False):
+def wanted(req: LaunchRequest, plan: dict[str, Any]) -> bool:
+    if not is_kube_plan(plan) or req.targets.names_targets or req.rollout.attach:
         return False
-    return not (getattr(flags, "regate", None) or getattr(flags, "isolate", False))
+    o = req.options
+    return not (isinstance(o, KernelTestOptions) and (o.regate or o.isolate))
 
 
-def from_flags(
-    flags: Any, plan: dict[str, Any], what: str, targets_named: bool
-) -> RolloutPlan | Attach | None:
+def from_request(req: LaunchRequest, plan: dict[str, Any]) -> RolloutPlan | Attach | None:
     """The rollout to confirm; Attach (run in what is there); None (not a rollout)."""
-    if not wanted(flags, plan, targets_named):
+    if not wanted(req, plan):
         return None
     from epdoctor.targets.kube_apply import KubeApply
 
-    session = connect(flags, plan)
+    t = req.targets
+    session = connect(t.context, t.kubeconfig, t.request_timeout, req.plan_file)
     keep_open = False
     try:
         api = KubeApply(session)
-        ns = namespace(flags, plan, session)
+        ns = namespace(t.namespace, plan, session)
         there = attachable(api, plan_name(plan), ns, int(plan.get("nodes") or 1))
         if there:
             return Attach(
                 f"{there}: epdoctor did not apply it, so the launch runs in those pods as they "
                 "are (nothing applied, nothing deleted; --attach says this without asking)"
             )
-        objects = load_objects(plan, getattr(flags, "plan", None), ns)
+        objects = load_objects(plan, req.plan_file, ns)
         try:
-            rp = prepare(api, objects, plan, options(flags, what), session.context,
-                         getattr(flags, "plan", None) or "")  # fmt: skip
+            rp = prepare(api, objects, plan, options(req), session.context, req.plan_file or "")
         except NotEpdoctors as exc:
             raise EpdoctorError(
                 f"{exc}: delete them, re-plan with another --name, or --attach to run in "
@@ -75,27 +75,32 @@ def from_flags(
             session.close()
 
 
-def connect(flags: Any, plan: dict[str, Any]) -> Any:
+def launch_of(req: LaunchRequest | None, plan: dict[str, Any], rp: RolloutPlan) -> Any:
+    """The rollout as the Launch the session runs (the same for both front ends)."""
+    from epdoctor.launch.prepared import Launch
+
+    return Launch(rp.options.what, rp.lines, req, plan, rp, [])
+
+
+def connect(
+    context: str | None,
+    kubeconfig: str | None,
+    request_timeout: float | None,
+    plan_file: str | None,
+) -> Any:
     from epdoctor.targets import kube
     from epdoctor.targets.base import TargetError
 
     try:
-        return kube.KubeSession.connect(
-            getattr(flags, "context", None),
-            getattr(flags, "kubeconfig", None),
-            getattr(flags, "request_timeout", None),
-        )
+        return kube.KubeSession.connect(context, kubeconfig, request_timeout)
     except TargetError as exc:
-        raise EpdoctorError(
-            f"{getattr(flags, 'plan', None) or 'the plan'} is a Kubernetes plan: {exc}"
-        ) from exc
+        raise EpdoctorError(f"{plan_file or 'the plan'} is a Kubernetes plan: {exc}") from exc
 
 
-def namespace(flags: Any, plan: dict[str, Any], session: Any) -> str:
+def namespace(given: str | None, plan: dict[str, Any], session: Any) -> str:
     """-n, else the plan's own namespace; a plan left at "default" follows the context's."""
     from epdoctor.targets.kube import valid_namespace
 
-    given = getattr(flags, "namespace", None)
     ns = given or plan_namespace(plan)
     if not given and ns == "default" and session.namespace:
         ns = session.namespace
@@ -123,34 +128,35 @@ def attachable(api: Any, name: str, ns: str, replicas: int) -> str:
     return ""
 
 
-def options(flags: Any, what: str) -> RolloutOptions:
+def options(req: LaunchRequest) -> RolloutOptions:
     from epdoctor.launch.kube_objects import default_run_dir
 
-    serve = what == "serve"
+    what, o, r = req.what, req.options, req.rollout
+    serve = isinstance(o, ServeOptions)
     levels: tuple[int, ...] = ()
-    bench = getattr(flags, "bench", None) if serve else None
-    if bench:
+    if serve and r.bench:
         try:
-            levels = tuple(int(c) for c in str(bench).split(",") if c.strip())
+            levels = tuple(int(c) for c in str(r.bench).split(",") if c.strip())
         except ValueError:
             levels = ()
         if not levels or any(c < 1 for c in levels):
-            raise EpdoctorError(f"--bench: positive integers expected, got {bench!r}")
-    url = getattr(flags, "url", None)
+            raise EpdoctorError(f"--bench: positive integers expected, got {r.bench!r}")
+    url = o.url if isinstance(o, ServeOptions) else None
+    kernel_timeout = r.kernel_timeout if serve else getattr(o, "timeout", 900.0)
     return RolloutOptions(
         what=what,
-        kernel=not (serve and getattr(flags, "no_kernel_test", False)),
-        keep=bool(getattr(flags, "keep", False)),
-        detach=bool(serve and getattr(flags, "detach", False)),
+        kernel=not (serve and r.no_kernel_test),
+        keep=r.keep,
+        detach=serve and req.detach,
         bench_levels=levels,
         url=None if url is None or isinstance(url, DefaultURL) else str(url),
-        run_dir=getattr(flags, "run_dir", None) or default_run_dir("kernel-test"),
-        schedule_timeout_s=float(getattr(flags, "schedule_timeout", 600.0)),
-        start_timeout_s=float(getattr(flags, "start_timeout", 1800.0)),
-        kernel_timeout_s=float(getattr(flags, "kernel_timeout" if serve else "timeout", 900.0)),
-        startup_budget_s=float(getattr(flags, "startup_budget", 1800.0)),
-        smoke_max_tokens=int(getattr(flags, "smoke_max_tokens", 64)),
-        python=getattr(flags, "python", None) or "python3",
-        preflight=not getattr(flags, "no_preflight", False),
-        force=bool(getattr(flags, "force", False)),
+        run_dir=getattr(o, "run_dir", None) or default_run_dir("kernel-test"),
+        schedule_timeout_s=float(r.schedule_timeout),
+        start_timeout_s=float(r.start_timeout),
+        kernel_timeout_s=float(kernel_timeout),
+        startup_budget_s=float(o.startup_budget if isinstance(o, ServeOptions) else 1800.0),
+        smoke_max_tokens=int(r.smoke_max_tokens),
+        python=getattr(o, "python", None) or "python3",
+        preflight=req.preflight,
+        force=req.force,
     )
