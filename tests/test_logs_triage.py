@@ -601,3 +601,68 @@ def test_rays_repeat_count_is_not_part_of_the_message():
     )
     p = parse_line(line)
     assert p.nccl and p.msg == "Using network Socket"
+
+
+def test_an_nccl_error_trail_alone_still_fails(tmp_path):
+    """NCCL prints `file.cc:N -> rc` only for a real error return (checks.h): a log whose only
+    trouble is that trail failed. Through bootstrap or socket code it is the bootstrap's sockets
+    (T802, T803 the other candidate); 7 is ncclInProgress, not an error."""
+    boot = tmp_path / "boot.log"
+    boot.write_text(
+        "h1:2330:2658 [2] NCCL INFO Using network IBext\n"
+        "h1:2330:2658 [2] NCCL INFO misc/socket.cc:567 -> 2\n"
+        "h1:2330:2658 [2] NCCL INFO bootstrap.cc:270 -> 2\n"
+    )
+    a = analyze_paths([str(boot)], Context(options={"expect_efa": False}), parallel=False)
+    codes = [f.code for f in a.findings if f.status is Status.FAIL]
+    assert codes[:2] == ["T802", "T803"], a.findings
+    other = tmp_path / "other.log"
+    other.write_text("h1:20:67 [0] NCCL INFO init.cc:1200 -> 3\n")
+    a = analyze_paths([str(other)], Context(options={"expect_efa": False}), parallel=False)
+    assert [f.code for f in a.findings if f.status is Status.FAIL] == ["N204"], a.findings
+    busy = tmp_path / "busy.log"
+    busy.write_text("h1:20:67 [0] NCCL INFO init.cc:1200 -> 7\n")
+    a = analyze_paths([str(busy)], Context(options={"expect_efa": False}), parallel=False)
+    assert not [f for f in a.findings if f.status is Status.FAIL], a.findings
+
+
+def test_only_the_first_bootstrap_interface_is_the_one_nccl_listens_on(tmp_path):
+    """An old NCCL lists every interface on its Bootstrap line but listens on [0]: a link-local
+    address further down the list reaches no peer and harms nothing."""
+    log = tmp_path / "boot.log"
+    log.write_text(
+        "a:14:14 [0] NCCL INFO Bootstrap : Using [0]eth0:192.168.2.54<0> "
+        "[1]eni0f58:fe80::9473:48ff:fe6b:8179%eni0f58<0>\n"
+        "b:14:14 [0] NCCL INFO Bootstrap : Using [0]eni5f53:fe80::8414:79ff:fe3e:236b%eni5f53<0>\n"
+    )
+    a = analyze_paths([str(log)], Context(options={"expect_efa": False}), parallel=False)
+    t802 = [f for f in a.findings if f.code == "T802"]
+    assert len(t802) == 1 and "eni5f53" in t802[0].title, t802
+
+
+def test_gloo_without_an_address_to_bind_is_the_interface(tmp_path):
+    """gloo's tcp device (device.cc): an interface without an address, or a host name that
+    resolves to none of this host's addresses."""
+    for line in (
+        "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:127] "
+        "rp != nullptr. Unable to find address for: dgx-1.ai",
+        "RuntimeError: [enforce fail at gloo/transport/tcp/device.cc:83] ifa != nullptr. Unable "
+        "to find address for: ens35f0np0",
+    ):
+        v = triage.classify(parse_line(line))
+        assert v is not None and v.code == "T802", (line, v)
+
+
+def test_a_missing_devcomm_symbol_is_the_gin_floor_or_an_older_nccl_than_torch_was_built_for(
+    tmp_path,
+):
+    """The import error's library decides (often on the line before): DeepEP's below the GIN
+    floor (L101) or libtorch_cuda.so built against a newer NCCL than the one loaded (L802)."""
+    log = tmp_path / "import.log"
+    log.write_text(
+        "ImportError: /usr/local/lib/python3.12/dist-packages/torch/lib/libtorch_cuda.so:\n"
+        "  undefined symbol: ncclDevCommDestroy\n"
+    )
+    a = analyze_paths([str(log)], Context(options={"expect_efa": False}), parallel=False)
+    codes = [f.code for f in a.findings if f.status is Status.FAIL]
+    assert set(codes[:2]) == {"L101", "L802"}, a.findings

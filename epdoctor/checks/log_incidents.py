@@ -126,8 +126,45 @@ def build(facts: LogFacts, event_codes: dict[str, tuple[str, Status]]) -> Triage
     for rank, runs in groups.items():
         for lines in runs:
             out.incidents.extend(_incidents(rank, lines, event_codes))
+    failed = any(i.status is Status.FAIL for i in out.incidents)
+    if not failed and (trail := _error_trail(facts)) is not None:
+        out.incidents.append(trail)
     out.incidents.sort(key=lambda i: (i.cause.source, i.cause.line_no))
     return out
+
+
+# NCCL's return trail (`bootstrap.cc:270 -> 2`): printed only for a real error return (checks.h),
+# 1-6 are the error codes (7 is ncclInProgress). Context for the line that caused it; where the
+# log holds no such line (a fragment, a cut WARN), the trail itself says the run failed.
+_ERROR_TRAIL = re.compile(r"\b(?P<file>[\w.-]+)\.(?:cc|cpp|cu|h):\d+ -> [1-6]\b")
+_BOOTSTRAP_FILES = ("bootstrap", "socket")
+BOOTSTRAP_TRAIL_RULE = "nccl_bootstrap_error_trail"  # its [[log]] rule in T802.toml
+
+
+def _error_trail(facts: LogFacts) -> Incident | None:
+    """The NCCL error trail of a log with no failing line of its own, as one incident: the
+    bootstrap's sockets (T802, T803 the other candidate) or any other call (N204)."""
+    lines = [
+        t
+        for t in facts.all_troubles()
+        if t.verdict.role == triage.TRAIL and t.verdict.subsystem == "nccl"
+        and _ERROR_TRAIL.search(t.text)
+    ]  # fmt: skip
+    if not lines:
+        return None
+    boot = next(
+        (t for t in lines if _ERROR_TRAIL.search(t.text)["file"] in _BOOTSTRAP_FILES), None
+    )
+    if boot is not None:
+        rule = next(r for r in knowledge.log_rules() if r.id == BOOTSTRAP_TRAIL_RULE)
+        v = triage.Verdict(triage.SYMPTOM, triage.ERROR, "nccl", rule.code, rule.title,
+                           rule=rule.id)  # fmt: skip
+        cause = dataclasses.replace(boot, verdict=v)
+    else:
+        v = triage.Verdict(triage.SYMPTOM, triage.ERROR, "nccl", "N204", "NCCL returned an error")
+        cause = dataclasses.replace(lines[0], verdict=v)
+    others = [t for t in lines if t is not (boot or lines[0])]
+    return Incident(cause.rank_key, [cause, *others], cause, v.code or "N204", Status.FAIL, True)
 
 
 def _incidents(

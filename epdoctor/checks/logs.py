@@ -354,11 +354,15 @@ def socket_interface_findings(facts: LogFacts, exp: Expect) -> Iterator[Keyed]:
     hosts = {r.host for r in ranks if r.host}
     bad: dict[tuple[str, str], list[RankFacts]] = {}
     for r in ranks:
-        for ifs in (*r.bootstrap_ifs, *r.socket_ifs):
-            for m in sig.SOCKET_IF.finditer(ifs):
-                why = _unreachable(m["name"], m["addr"])
-                if why and r not in bad.setdefault((m["name"], why), []):
-                    bad[(m["name"], why)].append(r)
+        # the bootstrap listens on the first interface it lists ([0]); an old NCCL lists every
+        # interface it found there (v2.6.4-1 src/bootstrap.cc:43, bootstrapNetListen(0, ...) at
+        # :230). NET/Socket uses each one it lists.
+        used = [m for ifs in r.bootstrap_ifs for m in list(sig.SOCKET_IF.finditer(ifs))[:1]]
+        used += [m for ifs in r.socket_ifs for m in sig.SOCKET_IF.finditer(ifs)]
+        for m in used:
+            why = _unreachable(m["name"], m["addr"])
+            if why and r not in bad.setdefault((m["name"], why), []):
+                bad[(m["name"], why)].append(r)
     for (name, why), rs in sorted(bad.items()):
         # unreachable from other hosts, so harmful once the ranks span hosts; on one host it
         # works, even where EFA (a multi-node run) is the goal: a warning for the real run
