@@ -423,7 +423,11 @@ class WorkloadsMixin:
 
     def _roll(self, sts: dict[str, Any], pods: dict[str, dict[str, Any]], revision: str) -> None:
         """RollingUpdate: from the highest ordinal down, one at a time, each once the pods
-        above it run the new revision and are Ready."""
+        above it run the new revision and are Ready. OnDelete: nothing; a deleted pod comes
+        back at the new revision (the StatefulSet controller's two update strategies)."""
+        strategy = ((sts.get("spec") or {}).get("updateStrategy") or {}).get("type")
+        if strategy == "OnDelete":
+            return
         if any(p["metadata"].get("deletionTimestamp") for p in pods.values()):
             return
         by_index = sorted(pods.values(), key=lambda p: -_index(p))

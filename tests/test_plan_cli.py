@@ -22,7 +22,7 @@ def test_main_case_text_starts_with_the_verdict(capsys):
     assert out.splitlines()[0] == "Verdict: SUPPORTED"
     assert re.search(r"NCCL_GIN_TYPE += 2", out) and re.search(r"EP_REUSE_NCCL_COMM += 0", out)
     assert "Must NOT be set:" in out and "OFI_NCCL_GIN_GDAKI" in out
-    assert "--headless --data-parallel-start-rank" in out
+    assert '--data-parallel-start-rank "$((NODE_RANK * 8))" --headless' in out
 
 
 def test_every_question_is_a_flag_and_json_is_data(capsys):
@@ -48,7 +48,7 @@ def test_every_question_is_a_flag_and_json_is_data(capsys):
     assert data["verdict"] == "supported with caveats"
     assert all({"code", "level", "message"} <= set(r) for r in data["reasons"])
     assert {e["name"] for e in data["env"]} >= {"NCCL_GIN_TYPE", "NCCL_SYM_GIN_KERNELS_ENABLE"}
-    assert data["commands"]["worker"].startswith("vllm serve")
+    assert data["commands"]["worker"].startswith("python3 -m dynamo.vllm")
 
 
 def test_output_dir(tmp_path, capsys):

@@ -35,7 +35,9 @@ def stand_ins(tmp_path):
         path = pkg / mod
         path.parent.mkdir(parents=True, exist_ok=True)
         (path.parent / "__init__.py").touch()
-        path.write_text(f"PROG = {mod!r}\n" + RECORD)
+        # a server stays up: the Dynamo leader checks its frontend is alive after 6 s
+        stay = "import time; time.sleep(8)\n" if mod == "dynamo/frontend.py" else ""
+        path.write_text(f"PROG = {mod!r}\n" + RECORD + stay)
     python3 = bin_ / "python3"
     python3.symlink_to(sys.executable)
     log = tmp_path / "argv.jsonl"
@@ -75,11 +77,18 @@ def test_vllm_leader_and_worker_argv(stand_ins):
 def test_dynamo_leader_starts_frontend_and_worker(stand_ins):
     p = make_plan(PlanInput(engine="dynamo", num_experts=128))
     got = {r["prog"]: r["argv"] for r in stand_ins(p.commands.leader, 0)}
-    assert got["dynamo/frontend.py"] == ["--http-port", "8000", "--discovery-backend", "file"]
-    assert _flag(got["dynamo/vllm.py"], "--model") == "Qwen/Qwen3-30B-A3B-FP8"
-    assert _flag(got["dynamo/vllm.py"], "--all2all-backend") == "deepep_v2"
+    assert got["dynamo/frontend.py"] == [
+        "--discovery-backend", "file", "--http-host", "0.0.0.0", "--http-port", "8000",
+    ]  # fmt: skip
+    engine = got["dynamo/vllm.py"]
+    assert _flag(engine, "--model") == "Qwen/Qwen3-30B-A3B-FP8"
+    assert _flag(engine, "--all2all-backend") == "deepep_v2"
+    # the recipe's planes that need no NATS or etcd, one argument for the JSON
+    assert _flag(engine, "--request-plane") == "tcp" and _flag(engine, "--event-plane") == "zmq"
+    assert _flag(engine, "--kv-events-config") == '{"enable_kv_cache_events": false}'
     (worker,) = stand_ins(p.commands.worker, 1)
-    assert worker["prog"] == "vllm" and _flag(worker["argv"], "--data-parallel-start-rank") == "8"
+    assert worker["prog"] == "dynamo/vllm.py" and "--headless" in worker["argv"]
+    assert _flag(worker["argv"], "--data-parallel-start-rank") == "8"
 
 
 def test_trtllm_serves_per_node_with_attention_dp(stand_ins, tmp_path):

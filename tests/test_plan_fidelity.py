@@ -223,3 +223,56 @@ def test_kernel_tests_are_bounded_and_gpu_initiated_proves_gdaki(tmp_path, capsy
     assert 'timeout -k 30 "${KERNEL_TEST_TIMEOUT:-600}"' in files["kubernetes/kernel-test.sh"]
     env = {e["name"]: e["value"] for e in proxy["env"]}
     assert env["VLLM_DEEPEP_V2_ALLOW_HYBRID_MODE"] == "1"  # as both recipes serve (E410)
+
+
+def test_dynamo_serves_as_its_recipe_does(tmp_path, capsys):
+    """#1256's serve.sh and StatefulSet: dynamo.vllm on every node (--headless beyond the
+    leader), the planes that need no NATS or etcd, a frontend checked alive, a leader liveness
+    probe, and an update that restarts every pod together (the rendezvous is one-shot)."""
+    plan, files = _plan(tmp_path, capsys, "dynamo")
+    c = plan["commands"]
+    assert c["worker"].startswith("python3 -m dynamo.vllm ") and "--headless" in c["worker"]
+    for flag in ("--discovery-backend file", "--request-plane tcp", "--event-plane zmq",
+                 """--kv-events-config '{"enable_kv_cache_events": false}'"""):  # fmt: skip
+        assert flag in c["leader"], flag
+    assert 'kill -0 "$FRONTEND_PID"' in c["leader"]
+    container = _container(files)
+    assert container["livenessProbe"]["exec"] == container["readinessProbe"]["exec"]
+    manifest = next(v for k, v in files.items() if k.endswith(".yaml"))
+    sts = next(d for d in yaml.safe_load_all(manifest) if d and d["kind"] == "StatefulSet")
+    assert sts["spec"]["updateStrategy"] == {"type": "OnDelete"}
+
+
+@pytest.mark.parametrize("key", ["vllm-proxy", "dynamo"])
+def test_vllm_serves_with_the_recipes_sizing_env_and_model_revision(tmp_path, capsys, key):
+    """The recipes' serve.sh COMMON and its V2-native env (#1230, #1256)."""
+    plan, _ = _plan(tmp_path, capsys, key)
+    for role in ("leader", "worker"):
+        cmd = plan["commands"][role]
+        for flag in ("--max-model-len 4096", "--max-num-seqs 16", "--max-num-batched-tokens 256",
+                     "--gpu-memory-utilization 0.70", "--dtype bfloat16",
+                     "--revision d206ba732169f29bb77fbf80fc2c4b81d4d30782"):  # fmt: skip
+            assert flag in cmd, (role, flag)
+        assert "--trust-remote-code" not in cmd  # a stated choice: the default model needs none
+    env = {e["name"]: e["value"] for e in plan["env"]}
+    for name in ("DEEP_EP_USE_V2_SHIM", "VLLM_USE_FLASHINFER_MOE_FP8",
+                 "VLLM_DEEPEP_V2_PREFER_OVERLAP", "VLLM_DEEPEP_V2_ALLOW_MULTIPLE_REDUCTION"):  # fmt: skip
+        assert env[name] == "0", name
+    assert env["NCCL_DEBUG"] == "WARN"
+
+
+def test_the_gdaki_proof_line_is_logged_where_the_kernel_test_looks(tmp_path, capsys):
+    """aws-ofi-nccl logs `gin GDAKI: createContext done` under NET, outside NCCL's default
+    INIT|BOOTSTRAP|ENV mask: the kernel test must ask for NET or its grep never matches."""
+    plan, _ = _plan(tmp_path, capsys, "vllm-gda")
+    kt = plan["commands"]["kernel_test"]
+    assert "NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP,ENV,NET" in kt and "createContext done" in kt
+
+
+def test_trtllm_image_takes_the_recipes_system_layer(tmp_path, capsys):
+    """#1240's Layer 1 on the Ubuntu 24.04 NGC base: the EFA installer's libevent deps, and no
+    apt Python over the image's own (PEP 668)."""
+    _, files = _plan(tmp_path, capsys, "trtllm")
+    apt = next(line for line in files["Dockerfile"].splitlines() if "apt-get install" in line)
+    assert "libevent-core-2.1-7t64" in apt and "libevent-pthreads-2.1-7t64" in apt
+    assert "python3-pip" not in apt and " python3 " not in apt

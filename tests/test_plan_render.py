@@ -161,9 +161,23 @@ def test_bare_target_writes_role_scripts_with_the_hosts(tmp_path):
     assert p.commands.leader in leader
 
 
-def _run_probe(script: str, pod_index: str) -> int:
-    env = {"PATH": os.environ["PATH"], "POD_INDEX": pod_index, "RUN_SERVE": "1"}
+def _run_probe(script: str, pod_index: str, hostname: str = "x") -> int:
+    env = {"PATH": os.environ["PATH"], "POD_INDEX": pod_index, "RUN_SERVE": "1",
+           "HOSTNAME": hostname}  # fmt: skip
     return subprocess.run(["/bin/sh", "-c", script], env=env, timeout=20).returncode
+
+
+def test_without_the_pod_index_label_the_ordinal_comes_from_the_pod_name():
+    """Before Kubernetes 1.28 the pod-index label is absent: the StatefulSet pod name's suffix
+    is the ordinal, as the reference recipes derive it."""
+    p = _plan("vllm", "gin-proxy", "p5en.48xlarge", "kubernetes")
+    script = readiness_script(p)
+    # a worker by its name (no engine running: not ready), the leader by its (no HTTP: not ready)
+    assert _run_probe(script, "", hostname="vllm-deepep-1") == 1
+    env = {"PATH": os.environ["PATH"], "HOSTNAME": "vllm-deepep-3"}
+    out = subprocess.run(["bash", "-c", 'echo "${POD_INDEX:-${HOSTNAME##*-}}"'], env=env,
+                         capture_output=True, text=True, timeout=10).stdout.strip()  # fmt: skip
+    assert out == "3" and "${POD_INDEX:-${HOSTNAME##*-}}" in script
 
 
 @pytest.mark.skipif(shutil.which("pgrep") is None, reason="pgrep (procps) not installed")
@@ -177,7 +191,7 @@ def test_worker_probe_matches_the_engine_but_never_itself(engine):
     assert _run_probe(script, "1") == 1
     argv0 = {
         "vllm": "vllm serve",
-        "dynamo": "vllm serve",
+        "dynamo": "python3 -m dynamo.vllm",
         "sglang": "python3 -m sglang.launch_server",
     }
     fake = subprocess.Popen(["bash", "-c", f'exec -a "{argv0[engine]} m" sleep 30'])

@@ -59,11 +59,16 @@ def test_serve_and_kernel_test_are_the_samples():
     assert c.worker == c.leader  # every node runs the same launcher with its rank
     assert c.kernel_run.startswith("cd /opt/DeepEP && ")
     assert "WORLD_SIZE=2" in c.kernel_run and "NVSHMEM_DISABLE_CUDA_VMM=1" in c.kernel_run
-    assert c.kernel_run.endswith("python3 tests/test_internode.py --num-processes 8")
+    # internode (normal kernels, VMM off), then low_latency (the decode kernels, VMM on)
+    internode, low_latency = c.kernel_run.split(" && ")[1:]
+    assert internode.endswith("python3 tests/test_internode.py --num-processes 8")
+    assert "NVSHMEM_DISABLE_CUDA_VMM=1" in internode
+    assert low_latency.endswith("python3 tests/test_low_latency.py --num-processes 8")
+    assert "NVSHMEM_DISABLE_CUDA_VMM" not in low_latency
     from epdoctor.plan.launch import BOUND  # the operator's script bounds it (600 s default)
 
-    bounded = c.kernel_run.replace("python3 ", BOUND + "python3 ", 1)
-    assert c.kernel_test.startswith(bounded + " > /tmp/epdoctor-kernel-test.log 2>&1")
+    bounded = c.kernel_run.replace("python3 ", BOUND + "python3 ")  # each test is bounded
+    assert c.kernel_test.startswith("{ " + bounded + "; } > /tmp/epdoctor-kernel-test.log 2>&1")
 
 
 def test_verdict_and_reasons():

@@ -214,8 +214,10 @@ def test_serve_shows_what_it_applies_gates_it_and_run_down_takes_it_away(cluster
     have = grants("rollout.yaml")
     assert need - have == set(), need - have
     writes = {(g, r) for g, r, v in have if v in ("create", "patch", "update", "delete")}
-    assert writes == {("", "services"), ("apps", "statefulsets"), ("", "pods/exec"),
+    # pods: deleted together, by UID, to restart at the serve spec (the StatefulSet is OnDelete)
+    assert writes == {("", "services"), ("apps", "statefulsets"), ("", "pods"), ("", "pods/exec"),
                       ("", "pods/proxy"), ("", "services/proxy")}  # fmt: skip
+    assert ("", "pods", "delete") in need
 
 
 def test_a_plan_its_own_lint_flags_is_not_applied(cluster, tmp_path):

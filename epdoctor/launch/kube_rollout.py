@@ -53,7 +53,7 @@ from epdoctor.launch.kube_objects import (
     owned,
     phase,
 )
-from epdoctor.launch.kube_watch import PodWatch
+from epdoctor.launch.kube_watch import KUBE, PodWatch
 from epdoctor.launch.outcome import Outcome
 from epdoctor.model import EpdoctorError, Finding, Status
 from epdoctor.targets.base import TargetError
@@ -174,7 +174,7 @@ class RolloutPlan:
         """The plan's kernel test with the rendezvous variables the manifest's script sets."""
         # the address is checked (kube_objects) and quoted: a manifest is untrusted input
         resolve = (
-            'NODE_RANK="$POD_INDEX"; LEADER_ADDR="$(getent hosts '
+            'NODE_RANK="${POD_INDEX:-${HOSTNAME##*-}}"; LEADER_ADDR="$(getent hosts '
             f"{shlex.quote(self.objects.leader_address)} | awk '{{print $1; exit}}')\"; "
             "export NODE_RANK LEADER_ADDR; "
         )
@@ -308,6 +308,7 @@ class KubeRollout:
         self._lock = threading.RLock()  # an apply and the take-down never overlap
         self._applied = False
         self._owner_uids: set[str] = set()  # the StatefulSets this rollout applied
+        self._restarted: set[tuple[str, str]] = set()  # (pod, revision) deleted for a new one
         self.left: list[str] = []  # what the take-down could not delete
         self.watch.owners = self._owner_uids
         self._krun: Any = None
@@ -450,6 +451,7 @@ class KubeRollout:
             self._check()
             pods = self.watch.poll()
             rev = self._update_revision()
+            self._restart_stale(pods, rev)
             current = [p for p in pods.values() if rev and p.revision == rev and not p.deleting]
             running = [p for p in current if p.running]
             elapsed = time.monotonic() - t0
@@ -476,6 +478,21 @@ class KubeRollout:
                                   "K106" if pending else "K103", None)  # fmt: skip
             self.on_gate(gate, "waiting", _progress(pods, current, objs.replicas, elapsed), None)
             self._sleep(o.poll_s)
+
+    def _restart_stale(self, pods: dict[str, Any], rev: str) -> None:
+        """The plan's StatefulSet updates OnDelete (its ranks' rendezvous is one-shot): after an
+        apply that changed its spec, the pods of an older revision are deleted here, all in the
+        same poll, and come back together at the new one. Only pods owned by what this rollout
+        applied reach here (PodWatch skips the others)."""
+        if not rev or not self.watch.owners:
+            return
+        for p in pods.values():
+            stale = (p.name, p.revision)
+            if p.revision and p.revision != rev and not p.deleting and stale not in self._restarted:
+                self._restarted.add(stale)
+                if self.api.delete_pod(self.plan.ns, p.name, p.uid):
+                    self.on_line(p.name, f"{KUBE}pod {p.name} deleted to restart at the new "
+                                 "spec with its peers (updateStrategy OnDelete)")  # fmt: skip
 
     def _update_revision(self) -> str:
         sts = self.api.read("statefulsets", self.plan.ns, self.plan.objects.name)

@@ -64,6 +64,37 @@ def _args(plan: Plan, deepep: bool) -> list[str]:
     return v
 
 
+# TensorRT-LLM's NGC base (Ubuntu 24.04, its own Python): the TensorRT-LLM recipe's first layer
+# (awslabs/awsome-distributed-ai#1240, examples/inference/tensorrt-llm/nccl-ep-efa/Dockerfile
+# @56e05f63 Layer 1): libevent-{core,pthreads} are prrte-aws dependencies the EFA installer needs,
+# and no apt python3 or pip, which would reinstall Ubuntu's over the image's (and with them its
+# EXTERNALLY-MANAGED marker, PEP 668, that turns every later pip install into an error).
+TRTLLM_APT = (
+    "build-essential autoconf automake libtool pkg-config git curl wget ca-certificates "
+    "libnuma-dev libhwloc-dev libudev-dev libevent-core-2.1-7t64 libevent-pthreads-2.1-7t64 "
+    "pciutils environment-modules tcl udev dmidecode ethtool iproute2 kmod binutils"
+)
+CUDA_APT = (
+    "ca-certificates curl git build-essential binutils ninja-build python3 python3-dev python3-pip"
+)
+
+
+def _apt(plan: Plan) -> list[str]:
+    """The system packages of the base image at hand. The lists stay in place for the EFA
+    installer, which runs its own apt-get install (the layer after it removes them)."""
+    if plan.input.engine == "tensorrt-llm":
+        return [
+            "# The TensorRT-LLM recipe's system layer (pull/1240): no apt Python over the image's.",
+            "RUN apt-get update \\",
+            f"    && apt-get install -y --no-install-recommends {TRTLLM_APT}",
+        ]
+    return [
+        "RUN apt-get update \\",
+        f"    && apt-get install -y --no-install-recommends {CUDA_APT} \\",
+        "    && rm -rf /var/lib/apt/lists/*",
+    ]
+
+
 def _efa(plan: Plan) -> list[str]:
     efa = _pin(plan, "EFA installer")
     out = [
@@ -207,10 +238,7 @@ def dockerfile(plan: Plan) -> str:
         "ENV DEBIAN_FRONTEND=noninteractive",
         'SHELL ["/bin/bash", "-euo", "pipefail", "-c"]',
         "",
-        "RUN apt-get update \\",
-        "    && apt-get install -y --no-install-recommends ca-certificates curl git \\",
-        "       build-essential binutils ninja-build python3 python3-dev python3-pip \\",
-        "    && rm -rf /var/lib/apt/lists/*",
+        *_apt(plan),
         "",
         *_efa(plan),
         "",

@@ -23,6 +23,23 @@ BANNER = "fabric is efa-direct"
 SMOKE_PROMPT = "In one sentence, what is expert parallelism in a Mixture-of-Experts model?"
 
 
+# The reference recipes' serve sizing and model pin (awslabs/awsome-distributed-ai#1256,
+# examples/inference/nvidia-dynamo/deepep-v2-efa/recipe/serve.sh @30d4730c: SERVE_MAX_MODEL_LEN,
+# SERVE_MAX_NUM_SEQS, SERVE_MAX_BATCHED_TOKENS, SERVE_GPU_MEM_UTIL, SERVE_MODEL_REVISION; the same
+# text as the vLLM sample's). The measured runs served with these; 0.70 leaves GPU memory beside
+# vLLM's own for DeepEP-V2's buffers.
+RECIPE_SIZING = (
+    "--tensor-parallel-size", "1",
+    "--max-model-len", "4096",
+    "--max-num-seqs", "16",
+    "--max-num-batched-tokens", "256",
+    "--gpu-memory-utilization", "0.70",
+    "--dtype", "bfloat16",
+)  # fmt: skip
+RECIPE_MODEL = "Qwen/Qwen3-30B-A3B-FP8"
+RECIPE_REVISION = "d206ba732169f29bb77fbf80fc2c4b81d4d30782"
+
+
 def _vllm_args(model: str, world: int, gpus: int, nodes: int, mode: str) -> list[str]:
     args = [
         "--enable-expert-parallel",
@@ -38,6 +55,9 @@ def _vllm_args(model: str, world: int, gpus: int, nodes: int, mode: str) -> list
         ]  # fmt: skip
     if mode == "eager":
         args.append("--enforce-eager")
+    args += RECIPE_SIZING
+    if model == RECIPE_MODEL:  # the measured commit of the recipes' model; any other as given
+        args += ["--revision", RECIPE_REVISION]
     return args
 
 
@@ -52,20 +72,35 @@ def serve_commands(
     m = _q(model)
     if engine in ("vllm", "dynamo"):
         common = _vllm_args(model, world, gpus, nodes, mode)
-        worker = " ".join(
-            ["vllm", "serve", m, *common, "--headless", "--data-parallel-start-rank",
-             f'"$((NODE_RANK * {gpus}))"']
-        )  # fmt: skip
+        start = ["--data-parallel-start-rank", f'"$((NODE_RANK * {gpus}))"', "--headless"]
         if engine == "vllm":
             leader = " ".join(
                 ["vllm", "serve", m, "--host", "0.0.0.0", "--port", str(PORT), *common]
             )
+            worker = " ".join(["vllm", "serve", m, *common, *start])
         else:
+            # The Dynamo recipe's leader: the frontend in the background, checked alive after
+            # its start, then the engine with the planes that need no NATS or etcd; its workers
+            # are `dynamo.vllm --headless` (vLLM's run_headless: no discovery).
+            planes = [
+                "--discovery-backend",
+                "file",
+                "--request-plane",
+                "tcp",
+                "--event-plane",
+                "zmq",
+                "--kv-events-config",
+                "'{\"enable_kv_cache_events\": false}'",
+            ]
             leader = (
-                f"python3 -m dynamo.frontend --http-port {PORT} --discovery-backend file & "
-                + " ".join(["python3", "-m", "dynamo.vllm", "--discovery-backend", "file",
-                            "--model", m, *common])
+                f"python3 -m dynamo.frontend --discovery-backend file --http-host 0.0.0.0 "
+                f"--http-port {PORT} & FRONTEND_PID=$!; sleep 6; "
+                'kill -0 "$FRONTEND_PID" || { echo "FATAL: dynamo.frontend exited during '
+                'startup" >&2; exit 4; }; '
+                + " ".join(["exec", "python3", "-m", "dynamo.vllm", "--model", m, *planes,
+                            *common])
             )  # fmt: skip
+            worker = " ".join(["python3", "-m", "dynamo.vllm", "--model", m, *start, *common])
         return leader, worker if nodes > 1 else ""
     if engine == "tensorrt-llm":
         serve = (
@@ -94,6 +129,12 @@ def serve_commands(
 KERNEL_LOG = "/tmp/epdoctor-kernel-test.log"
 
 
+# NCCL's default debug mask is INIT|BOOTSTRAP|ENV (NVIDIA/nccl@v2.28.9-1:src/debug.cc:48): the
+# efa-direct banner is INIT|NET (aws-ofi-nccl@v1.21.1:src/nccl_ofi_net.cpp:644) but the GDAKI
+# context line is NET only (src/rdma/gin/nccl_ofi_gin_gdaki.cpp:883), so the kernel test asks
+# for NET too, as aws-ofi-nccl's GIN guide does.
+DEBUG = "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP,ENV,NET"
+
 # What proves GPU-initiated GIN ran (aws-ofi-nccl doc/gin-getting-started.md): the proxy prints
 # the efa-direct banner too, so EFA-GDA also needs the GDAKI context line
 GDAKI_PROOF = "gin GDAKI: createContext done"
@@ -109,7 +150,8 @@ def kernel_test_command(
     if transport == "efa-gda":
         proofs.append(GDAKI_PROOF)
     checks = "".join(f" && grep -q {shlex.quote(p)} {KERNEL_LOG}" for p in proofs)
-    return f"{run} > {KERNEL_LOG} 2>&1{checks}"
+    # braces: a run of several commands (cd, then each test) writes all of its output there
+    return f"{{ {run}; }} > {KERNEL_LOG} 2>&1{checks}"
 
 
 # A kernel test whose peer never comes waits forever: the operator's scripts bound it, as the
@@ -128,21 +170,23 @@ def kernel_run_command(
     if engine in ("vllm", "dynamo"):
         run = (
             f'MASTER_ADDR="$LEADER_ADDR" MASTER_PORT={DEEPEP_TEST_PORT} WORLD_SIZE={nodes} '
-            f'RANK="$NODE_RANK" NCCL_DEBUG=INFO {t}python3 {DEEPEP_ROOT}/tests/elastic/test_ep.py '
+            f'RANK="$NODE_RANK" {DEBUG} {t}python3 {DEEPEP_ROOT}/tests/elastic/test_ep.py '
             f"--num-processes {gpus} --num-experts {experts}"
         )
     elif engine == "sglang":
-        # The sample's run-kernel-test.sh internode: WORLD_SIZE is the node count, the test
-        # spawns one process per GPU, CUDA VMM off for the normal kernels it runs.
+        # The sample's run-kernel-test.sh: internode (the normal kernels, CUDA VMM off), then
+        # low_latency (the kernels --deepep-mode auto serves decode with, VMM as the serve has
+        # it, D805). WORLD_SIZE is the node count; each test spawns one process per GPU.
+        rdv = f'MASTER_ADDR="$LEADER_ADDR" WORLD_SIZE={nodes} RANK="$NODE_RANK" {DEBUG}'
         run = (
-            f"cd {DEEPEP_ROOT} && "
-            f'MASTER_ADDR="$LEADER_ADDR" MASTER_PORT={DEEPEP_TEST_PORT} WORLD_SIZE={nodes} '
-            f'RANK="$NODE_RANK" NVSHMEM_DISABLE_CUDA_VMM=1 NCCL_DEBUG=INFO '
-            f"{t}python3 tests/test_internode.py --num-processes {gpus}"
+            f"cd {DEEPEP_ROOT} && {rdv} MASTER_PORT={DEEPEP_TEST_PORT} NVSHMEM_DISABLE_CUDA_VMM=1 "
+            f"{t}python3 tests/test_internode.py --num-processes {gpus} && "
+            f"{rdv} MASTER_PORT={DEEPEP_TEST_PORT + 1} "
+            f"{t}python3 tests/test_low_latency.py --num-processes {gpus}"
         )
     else:
         run = (
-            f"NCCL_DEBUG=INFO {t}torchrun --nnodes {nodes} --nproc-per-node {gpus} "
+            f"{DEBUG} {t}torchrun --nnodes {nodes} --nproc-per-node {gpus} "
             f'--node-rank "$NODE_RANK" --master-addr "$LEADER_ADDR" --master-port {TORCH_PORT} '
             f"{NCCL_EP_PROBE}"
         )

@@ -24,6 +24,9 @@ from epdoctor.plan import launch
 from epdoctor.plan.model import Plan
 
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+# The pod's ordinal: the pod-index label (Kubernetes >= 1.28, through the downward API), else the
+# StatefulSet pod name's suffix, as the reference recipes derive it (${HOSTNAME##*-}).
+POD_RANK = "${POD_INDEX:-${HOSTNAME##*-}}"
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -35,7 +38,7 @@ STARTUP_BUDGET_S = 3600  # model download + DeepEP in-pod build + weight load
 # the pattern from matching the probe's own `sh -c` command line.
 WORKER_PGREP = {
     "vllm": "[v]llm serve",
-    "dynamo": "[v]llm serve",
+    "dynamo": "[d]ynamo.vllm",
     "sglang": "[s]glang.launch_server",
 }
 
@@ -73,7 +76,25 @@ def _serving_probe(plan: Plan) -> str:
     worker = WORKER_PGREP.get(plan.input.engine)
     if plan.input.nodes == 1 or worker is None:
         return health  # every pod serves HTTP (single node, or trtllm per node)
-    return f"if [ \"$POD_INDEX\" = 0 ]; then {health}; else pgrep -f '{worker}' >/dev/null; fi"
+    return f"if [ \"{POD_RANK}\" = 0 ]; then {health}; else pgrep -f '{worker}' >/dev/null; fi"
+
+
+def _liveness(plan: Plan, probe: str) -> dict[str, Any]:
+    """Dynamo's leader runs its frontend in the background: if it dies the pod stays
+    NotReady but running for ever. The recipe's liveness probe, the readiness probe itself
+    (gated by the startup probe, so never during the load), restarts it; the others' serve
+    is the container's own process (https://github.com/awslabs/awsome-distributed-ai/pull/1256,
+    kubernetes/dynamo-deepep-v2-2node.yaml)."""
+    if plan.input.engine != "dynamo":
+        return {}
+    return {
+        "livenessProbe": {
+            "exec": {"command": ["/bin/sh", "-c", probe]},
+            "periodSeconds": 15,
+            "timeoutSeconds": 10,
+            "failureThreshold": 4,
+        }
+    }
 
 
 def container_script(plan: Plan) -> str:
@@ -81,7 +102,7 @@ def container_script(plan: Plan) -> str:
     c = plan.commands
     lines = [
         "set -euo pipefail",
-        'NODE_RANK="$POD_INDEX"',
+        f'NODE_RANK="{POD_RANK}"',
         'LEADER_ADDR=""',
         "for _ in $(seq 1 120); do",
         # `|| true`: under set -e a failed lookup must reach the retry, not exit.
@@ -223,6 +244,7 @@ def statefulset(plan: Plan) -> dict[str, Any]:
             "timeoutSeconds": 10,
             "failureThreshold": 3,
         },
+        **_liveness(plan, probe),
         "volumeMounts": [
             {"name": "dshm", "mountPath": "/dev/shm"},
             {"name": "cache", "mountPath": "/cache"},
@@ -237,6 +259,12 @@ def statefulset(plan: Plan) -> dict[str, Any]:
             "replicas": plan.input.nodes,
             # All ranks must start together to rendezvous: no ordered start.
             "podManagementPolicy": "Parallel",
+            # The ranks' rendezvous is one-shot: a rolling update (one pod at a time) leaves
+            # the new pod waiting on peers that will never rendezvous again. A changed spec
+            # takes effect when every pod is deleted together (the rollout does that for the
+            # pods it created), as the Dynamo recipe's StatefulSet does
+            # (https://github.com/awslabs/awsome-distributed-ai/pull/1256).
+            "updateStrategy": {"type": "OnDelete"},
             "selector": {"matchLabels": {"app.kubernetes.io/name": plan.name}},
             "template": {
                 "metadata": {"labels": labels(plan)},

@@ -96,7 +96,8 @@ def kube_scripts(plan: Plan) -> dict[str, str]:
     ns = shlex.quote(plan.input.namespace)
     pods = " ".join(f"{plan.name}-{i}" for i in range(plan.input.nodes))
     resolve = (
-        f"NODE_RANK=$POD_INDEX; LEADER_ADDR=$(getent hosts {manifests.leader_address(plan)} "
+        f'NODE_RANK="{manifests.POD_RANK}"; LEADER_ADDR=$(getent hosts '
+        f"{manifests.leader_address(plan)} "
         "| awk '{print $1; exit}'); export NODE_RANK LEADER_ADDR; "
     )
     kernel = resolve + plan.commands.kernel_test

@@ -456,11 +456,17 @@ def engine_notes(c: Ctx) -> Iterator[Reason]:
             "NVSHMEM_DISABLE_CUDA_VMM=1, the serve (--deepep-mode auto) must not set it.",
         )
     if c.engine.key in ("vllm", "dynamo"):
+        also = (
+            " On EFA-GDA, also compare with the CPU proxy on the same pods and image, an env "
+            "flip only, as pull/1231 measured (epdoctor run bench --ab-transport)."
+            if c.transport.key == "efa-gda"
+            else ""
+        )
         yield _r(
             "M702",
             Level.INFO,
             "Benchmark deepep_v2 against allgather_reducescatter on the same pods "
-            "(epdoctor run bench --ab allgather_reducescatter) before calling it faster.",
+            "(epdoctor run bench --ab allgather_reducescatter) before calling it faster." + also,
         )
 
 

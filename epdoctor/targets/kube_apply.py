@@ -142,6 +142,20 @@ class KubeApply:
         pods = _items(f"pods in {ns}", doc)
         return sorted(pods, key=lambda p: str(p["metadata"].get("name")))
 
+    def delete_pod(self, ns: str, name: str, uid: str) -> bool:
+        """Delete one pod, only while it is the pod of that UID (a precondition: a replacement
+        of the same name is never deleted by mistake); False when it is gone or replaced."""
+        try:
+            self.session.call(
+                f"delete pod/{valid_pod_name(name)}", self.session.core.delete_namespaced_pod,
+                name, ns, body={"preconditions": {"uid": uid}},
+            )  # fmt: skip
+        except KubeApiError as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+        return True
+
     def events(self, ns: str) -> list[dict[str, Any]]:
         doc = self.session.call(
             f"events in {ns}", self.session.core.list_namespaced_event, ns,
