@@ -57,7 +57,7 @@ def test_serve_and_kernel_test_are_the_samples():
     assert "--disable-radix-cache" not in c.leader  # the bench's prompts share no prefix (M403)
     assert "--enable-dp-attention" not in c.leader  # needs precompile + graph caps it does not set
     assert c.worker == c.leader  # every node runs the same launcher with its rank
-    assert c.kernel_run.startswith("cd /opt/DeepEP && ")
+    assert c.kernel_run.startswith('cd "${DEEPEP_SRC:-/opt/DeepEP}" && ')
     assert "WORLD_SIZE=2" in c.kernel_run and "NVSHMEM_DISABLE_CUDA_VMM=1" in c.kernel_run
     # internode (normal kernels, VMM off), then low_latency (the decode kernels, VMM on)
     internode, low_latency = c.kernel_run.split(" && ")[1:]

@@ -179,7 +179,8 @@ def kernel_run_command(
         # it, D805). WORLD_SIZE is the node count; each test spawns one process per GPU.
         rdv = f'MASTER_ADDR="$LEADER_ADDR" WORLD_SIZE={nodes} RANK="$NODE_RANK" {DEBUG}'
         run = (
-            f"cd {DEEPEP_ROOT} && {rdv} MASTER_PORT={DEEPEP_TEST_PORT} NVSHMEM_DISABLE_CUDA_VMM=1 "
+            f'cd "${{DEEPEP_SRC:-{DEEPEP_ROOT}}}" && {rdv} MASTER_PORT={DEEPEP_TEST_PORT} '
+            "NVSHMEM_DISABLE_CUDA_VMM=1 "
             f"{t}python3 tests/test_internode.py --num-processes {gpus} && "
             f"{rdv} MASTER_PORT={DEEPEP_TEST_PORT + 1} "
             f"{t}python3 tests/test_low_latency.py --num-processes {gpus}"

@@ -441,7 +441,10 @@ def engine_notes(c: Ctx) -> Iterator[Reason]:
             Level.INFO,
             "Build the image from the SGLang DeepEP sample's Dockerfile at the plan's pins "
             "(https://github.com/awslabs/awsome-distributed-ai/pull/1215; epdoctor writes none for "
-            "SGLang): it removes the base image's IBGDA deep_ep, which would shadow the EFA build.",
+            "SGLang): it removes the base image's IBGDA deep_ep, which would shadow the EFA build. "
+            "The kernel test runs DeepEP's tests/ from $DEEPEP_SRC (default /opt/DeepEP): set it "
+            "to where that image keeps the DeepEP source (not verified here: the sample's "
+            "Dockerfile is not in the public store).",
         )
         yield _r(
             "D803",
