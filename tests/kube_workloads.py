@@ -848,7 +848,8 @@ class WorkloadsMixin:
                 return m.group(0)
             return paths[m.group(0)]
 
-        text = re.sub(rf"(?<![\w./~-])(?:{pattern})", swap, text)
+        # a path starts a word, or follows a shell default's `:-` ("${DEEPEP_SRC:-/opt/DeepEP}")
+        text = re.sub(rf"(?<![\w./~])(?<!(?<!:)-)(?:{pattern})", swap, text)
         for cp, hp in rt.ports.items():
             text = re.sub(rf"\b(?:127\.0\.0\.1|localhost):{cp}\b", f"127.0.0.1:{hp}", text)
         return text
