@@ -99,19 +99,12 @@ def prepare(
         rp = from_request(req, doc)
         if isinstance(rp, RolloutPlan):
             return launch_of(req, doc, rp)
-    if what in ("smoke", "bench"):  # HTTP to the leader: nothing starts on a node
-        model = o.model or "the first model of /v1/models"
-        if what == "smoke":
-            line = f"POST {o.url}/v1/chat/completions (model {model}, max_tokens {o.max_tokens})"
-        else:
-            line = (
-                f"warm-up {o.warmup}, then per level {o.concurrency}: "
-                f"{o.requests_per_level or '5 x level'} requests to {o.url} (model {model}, "
-                f"max_tokens {o.max_tokens}, ignore_eos, unique prefixes)"
-            )
-        return Launch(what, [line], req, doc)
+    if what == "bench":
+        config.bench_levels(o)  # refused before anything connects
     nodes = open_nodes(req.targets)
     try:
+        if what == "smoke":  # the app's thread contacts nothing: the model is found at run time
+            return config.prepare_smoke(req, doc, nodes, resolve=False)
         return config.prepare(req, doc, nodes)
     except BaseException:
         Launch(what, [], req, doc, None, nodes).close()  # the connections made for nothing

@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import replace
 from typing import Any
 
 from epdoctor import exitcodes
@@ -84,7 +83,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def launch(args: argparse.Namespace) -> int:
-    from epdoctor.launch.session import Launch
     from epdoctor.reports.launch_text import LaunchView
 
     req = to_launch_request(args)
@@ -98,36 +96,16 @@ def launch(args: argparse.Namespace) -> int:
 
         if (code := maybe_rollout(req, plan)) is not None:
             return code
-    if req.what == "smoke":
-        from epdoctor.launch import smoke
-
-        planned = str((plan.get("input") or {}).get("model") or "")
-        if req.dry_run:  # a dry run contacts nothing: the model is the flag's or the plan's
-            model = o.model or planned or "<the first model GET /v1/models names>"
-        else:
-            model = o.model or smoke.first_model(o.url) or planned
-        if not model:
-            view.print(f"[red]no model: {o.url}/v1/models answered nothing; pass --model[/red]")
-            return exitcodes.ERROR
-        req = replace(req, options=replace(o, model=model))
-        body = json.dumps(smoke.payload(model, o.max_tokens))
-        lines = [f"POST {o.url}/v1/chat/completions {body}"]
-        code = confirm(req, view, lines, "the smoke request")
-        if code is not None:
-            return code
-        return finish(view, Launch("smoke", lines, req, plan, None, nodes_from_args(args, plan)))
     if req.what == "bench":
         config.bench_levels(o)  # refused before anything connects
     nodes = nodes_from_args(args, plan)
-    isolate = req.what == "kernel-test" and o.isolate
-    if isolate and len(nodes) < 2:
-        view.print(
-            "[red]--isolate needs several nodes (SSH hosts or Kubernetes pods); this launch "
-            "has one[/red]"
-        )
-        return exitcodes.ERROR
+    if req.what == "smoke":  # a dry run contacts nothing: the model is the flag's or the plan's
+        prepared = config.prepare_smoke(req, plan, nodes, resolve=not req.dry_run)
+        code = confirm(prepared.request or req, view, prepared.lines, "the smoke request")
+        return code if code is not None else finish(view, prepared)
     prepared = config.prepare(req, plan, nodes)
     cfg = prepared.cfg
+    isolate = prepared.isolate
     what = {"serve": f"serving ({getattr(cfg, 'engine', '')})", "bench": "the benchmark"}.get(
         req.what, "isolation" if isolate else f"the {getattr(cfg, 'kind', '')} kernel test"
     )

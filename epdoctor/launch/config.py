@@ -8,13 +8,20 @@ run. The options are those of epdoctor.requests; a plan is the JSON `epdoctor pl
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from epdoctor.model import EpdoctorError
-from epdoctor.requests import BenchOptions, KernelTestOptions, LaunchRequest, ServeOptions
+from epdoctor.requests import (
+    BenchOptions,
+    KernelTestOptions,
+    LaunchRequest,
+    ServeOptions,
+    SmokeOptions,
+)
 
 if TYPE_CHECKING:
     from epdoctor.launch.kernel_test import KernelTestConfig
@@ -197,11 +204,40 @@ def _first_address(nodes: list[Any]) -> str:
     return str(getattr(nodes[0], "address", None) or "127.0.0.1")
 
 
+def prepare_smoke(request: LaunchRequest, plan: dict[str, Any], nodes: list[Any],
+                  resolve: bool) -> Launch:  # fmt: skip
+    """The smoke request, exactly as it will be sent. ``resolve``: ask the server which model
+    it serves now when no --model is given (a dry run and the terminal app contact nothing:
+    the plan's model, or the first model /v1/models names when the session runs)."""
+    from epdoctor.launch import smoke
+    from epdoctor.launch.prepared import Launch
+
+    o = request.options
+    assert isinstance(o, SmokeOptions)
+    planned = str((plan.get("input") or {}).get("model") or "")
+    model = o.model or (smoke.first_model(o.url) if resolve else "") or planned
+    if resolve and not model:
+        raise EpdoctorError(f"no model: {o.url}/v1/models answered nothing; pass --model")
+    if model:
+        request = replace(request, options=replace(o, model=model))
+        line = f"POST {o.url}/v1/chat/completions {json.dumps(smoke.payload(model, o.max_tokens))}"
+    else:
+        line = (
+            f"POST {o.url}/v1/chat/completions (model: the first model /v1/models names, "
+            f"max_tokens {o.max_tokens})"
+        )
+    return Launch("smoke", [line], request, plan, None, nodes)
+
+
 def prepare(request: LaunchRequest, plan: dict[str, Any], nodes: list[Any]) -> Launch:
     """The launch on these nodes with its exact commands, as `epdoctor run` shows them."""
     from epdoctor.launch.prepared import Launch
 
     what, o = request.what, request.options
+    if isinstance(o, KernelTestOptions) and o.isolate and len(nodes) < 2:
+        raise EpdoctorError(
+            "--isolate needs several nodes (SSH hosts or Kubernetes pods); this launch has one"
+        )
     if isinstance(o, KernelTestOptions) and o.isolate:
         from epdoctor.launch import isolate as iso
         from epdoctor.launch.kernel_test import describe
