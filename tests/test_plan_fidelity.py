@@ -84,7 +84,8 @@ def test_deepep_systems_build_deepep_in_the_pod_and_gate_the_image(tmp_path, cap
     assert _container(files)["securityContext"] == {"privileged": True}
     env = {e["name"]: e.get("value") for e in _container(files)["env"]}
     assert env["EP_REUSE_NCCL_COMM"] == "0" and env["NCCL_GIN_TYPE"] == str(plan["gin_type"])
-    assert env["VLLM_ENGINE_READY_TIMEOUT_S"] == "3600"
+    # the engine's own timeout fires inside the pods' startup probe (its error names the cause)
+    assert int(env["VLLM_ENGINE_READY_TIMEOUT_S"]) < 3600
     refused = {r["name"] for r in plan["env_refused"]}
     assert {"OFI_NCCL_GIN_MAX_REQUESTS", "OFI_NCCL_GIN_GDAKI"} <= refused
 

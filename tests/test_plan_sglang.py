@@ -78,7 +78,7 @@ def test_verdict_and_reasons():
     assert ("M508", Level.CAVEAT) in by
     assert {("D803", Level.INFO), ("D804", Level.INFO), ("D805", Level.INFO)} <= by
     m508 = next(r.message for r in p.reasons if r.code == "M508")
-    assert "docker run" in m508 and "NVIDIA_GDRCOPY" in m508
+    assert "docker run" in m508 and "--device /dev/gdrdrv" in m508 and "privileged pod" in m508
     # the sample served on H100/H200 only: a Blackwell plan is planned from the mechanism
     b300 = _plan(instance="p6-b300.48xlarge")
     assert any(r.code == "M508" and "No reference recipe ran" in r.message for r in b300.reasons)

@@ -119,7 +119,12 @@ def make_plan(inp: PlanInput) -> Plan:
     ):
         raise PlanInputError(f"--cache-host-path {inp.cache_host_path!r} must be an absolute path")
     validate_model(inp.model)
-    image = validate_image(inp.image or engine.image)
+    # each transport builds its own image (another NCCL, another GIN table): its own name, so
+    # an IfNotPresent pull never takes one for the other (the GDAKI recipe names its image apart)
+    default = (
+        engine.image.replace("-efa:", "-gdaki-efa:") if transport_key == "efa-gda" else engine.image
+    )
+    image = validate_image(inp.image or default)
 
     nccl_text = inp.nccl or (engine.nccl_hold if transport.gin and engine.nccl_hold else "")
     nccl_text = nccl_text or (transport.default_nccl if transport.gin else "")

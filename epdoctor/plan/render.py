@@ -104,8 +104,9 @@ def kube_scripts(plan: Plan) -> dict[str, str]:
     return {
         "kernel-test.sh": _script(
             "Kernel test in every pod at once, with the pods idle: first "
-            f"`kubectl -n {ns} set env statefulset/{plan.name} RUN_SERVE=0`, "
-            "and RUN_SERVE=1 again to serve.",
+            f"`kubectl -n {ns} set env statefulset/{plan.name} RUN_SERVE=0 && kubectl -n {ns} "
+            f"delete pod -l app.kubernetes.io/name={plan.name}` (the StatefulSet updates "
+            "OnDelete: its pods restart together), and the same with RUN_SERVE=1 to serve.",
             [
                 "pids=()",
                 f"for pod in {pods}; do",

@@ -272,9 +272,11 @@ def measured(c: Ctx) -> Iterator[Reason]:
             "M508",
             Level.CAVEAT,
             "The SGLang DeepEP sample ran its containers with `docker run` on the hosts (host "
-            "network, --privileged, --device /dev/gdrdrv, DeepSeek-R1 at TP16/EP16); in "
-            f"{how} the EFA devices come from the device plugin and /dev/gdrdrv from "
-            "NVIDIA_GDRCOPY, which it did not run: the gates, not the sample, are the evidence.",
+            "network, --device /dev/infiniband --device /dev/gdrdrv, unprivileged: only its "
+            "UCCL variant is --privileged; DeepSeek-R1 at TP16/EP16); in "
+            f"{how} the EFA devices come from the device plugin and /dev/gdrdrv from a "
+            "privileged pod (no gdrdrv device plugin assumed), which it did not run: the gates, "
+            "not the sample, are the evidence.",
         )
     if c.engine.key in ("vllm", "dynamo") and pair in c.engine.measured:
         yield _r(
@@ -375,7 +377,13 @@ def vllm_pin_served(c: Ctx) -> Iterator[Reason]:
             f"Planned on vLLM {commit.sha}, the pin both reference recipes served eager at; the vLLM "
             f"recipe now ships {c.engine.vllm_graphs_pin} (the #52632 merge, 0.26 line), "
             f"verified at interface level only: --vllm-pin {c.engine.vllm_graphs_pin} follows "
-            "it as a caveat.",
+            "it as a caveat"
+            + (
+                " (the Dynamo recipe measured that line failing on this substrate with "
+                "CUDA_ERROR_LAUNCH_FAILED, 719, and ai-dynamo 1.3.1 targets vLLM 0.23)."
+                if c.engine.key == "dynamo"
+                else "."
+            ),
         )
     elif not commit.served:
         yield _r(
