@@ -277,3 +277,23 @@ def test_trtllm_image_takes_the_recipes_system_layer(tmp_path, capsys):
     apt = next(line for line in files["Dockerfile"].splitlines() if "apt-get install" in line)
     assert "libevent-core-2.1-7t64" in apt and "libevent-pthreads-2.1-7t64" in apt
     assert "python3-pip" not in apt and " python3 " not in apt
+
+
+@pytest.mark.parametrize("content, rc", [("391", 0), ("390", 1)])
+def test_trtllm_smoke_asks_the_routing_question(tmp_path, capsys, content, rc):
+    """#1240's smoke: "What is 17 multiplied by 23?", and 391 or it fails (routing, not fluency)."""
+    import os
+    import subprocess
+
+    plan, _ = _plan(tmp_path, capsys, "trtllm")
+    smoke = plan["commands"]["smoke"]
+    assert "17 multiplied by 23" in smoke
+    curl = tmp_path / "bin" / "curl"
+    curl.parent.mkdir()
+    reply = json.dumps({"choices": [{"message": {"content": content}}]})
+    curl.write_text(f"#!/bin/sh\necho '{reply}'\n")
+    curl.chmod(0o755)
+    env = {**os.environ, "PATH": f"{curl.parent}:{os.environ['PATH']}"}
+    r = subprocess.run(["bash", "-euo", "pipefail", "-c", smoke], env=env, capture_output=True,
+                       text=True, timeout=30)  # fmt: skip
+    assert r.returncode == rc, r.stderr

@@ -103,13 +103,18 @@ def build_deepep_script() -> str:
             '/usr/local/cuda/bin/nvcc --version | grep -c "release 13" >/dev/null '
             '|| { echo "FATAL: /usr/local/cuda is not CUDA 13" >&2; exit 3; }',
             'python3 -c "import ninja" || { echo "FATAL: ninja missing from the image" >&2; exit 3; }',
-            "# nvidia.nvshmem is a namespace package: find its lib dir through find_spec; the",
-            "# fork's setup.py links the wheel's versioned libnvshmem_host.so.3 from there.",
+            "# nvidia.nvshmem is a namespace package: find its lib dir through find_spec. The",
+            "# wheel ships only the versioned libnvshmem_host.so.3; the vLLM recipe's",
+            "# build_deepep.sh adds the unversioned name because DeepEP's final link may ask",
+            "# for it (-l:libnvshmem_host.so; pull/1230). Upstream DeepEP's setup.py links the",
+            "# versioned one; the fork's is not verified here, so the link is made either way.",
             "NVSHMEM_LIB=\"$(python3 -c 'import importlib.util, os; "
             's = importlib.util.find_spec("nvidia.nvshmem"); '
             'print(os.path.join(s.submodule_search_locations[0], "lib"))\')"',
             'ls "$NVSHMEM_LIB"/libnvshmem_host.so.* >/dev/null '
             '|| { echo "FATAL: no libnvshmem_host.so.* in $NVSHMEM_LIB" >&2; exit 4; }',
+            '[ -e "$NVSHMEM_LIB/libnvshmem_host.so" ] '
+            '|| ln -s libnvshmem_host.so.3 "$NVSHMEM_LIB/libnvshmem_host.so"',
             'cd "$DEEPEP_DIR"',
             "rm -rf build/temp.* deep_ep/_C*.so",
             "# The full log stays in the file: a tail would cut nvcc's diagnostic (B407).",

@@ -194,19 +194,32 @@ def kernel_run_command(
     return run
 
 
-def smoke_command(model: str, served_name: str | None = None) -> str:
+# TensorRT-LLM's recipe asks a question with one right answer: "a correct 391 pins routing
+# correctness, not mere fluency" (awslabs/awsome-distributed-ai#1240, nccl-ep-efa/README.md).
+ROUTING_PROMPT = ("What is 17 multiplied by 23? Reply with only the number", "391")
+
+
+def smoke_command(model: str, served_name: str | None = None, engine: str = "") -> str:
+    prompt, answer = ROUTING_PROMPT if engine == "tensorrt-llm" else (SMOKE_PROMPT, "")
     body = json.dumps(
         {
             "model": served_name or model,
             "max_tokens": 32,
             "temperature": 0,
-            "messages": [{"role": "user", "content": SMOKE_PROMPT}],
+            "messages": [{"role": "user", "content": prompt}],
         },
         separators=(",", ":"),
     )
-    return (
+    curl = (
         f'curl -sf --max-time 300 "http://${{LEADER_ADDR:-127.0.0.1}}:{PORT}/v1/chat/completions" '
         f"-H 'content-type: application/json' -d {shlex.quote(body)}"
+    )
+    if not answer:
+        return curl
+    # a here-string, not a pipe: grep -q ending early must not fail the line under pipefail
+    return (
+        f'reply="$({curl})" && printf \'%s\\n\' "$reply" && grep -q {answer} <<<"$reply" '
+        f'|| {{ echo "FAIL: the reply does not say {answer}: expert routing is wrong" >&2; exit 1; }}'
     )
 
 
@@ -235,6 +248,6 @@ def commands(
         leader=leader,
         worker=worker,
         kernel_test=kernel_test_command(engine, nodes, gpus, world, kexperts, transport),
-        smoke=smoke_command(model),
+        smoke=smoke_command(model, engine=engine),
         kernel_run=kernel_run_command(engine, nodes, gpus, world, kexperts),
     )

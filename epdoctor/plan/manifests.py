@@ -30,7 +30,7 @@ POD_RANK = "${POD_INDEX:-${HOSTNAME##*-}}"
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 GPU_RESOURCE = "nvidia.com/gpu"
-SHM = "64Gi"
+SHM = "128Gi"  # the recipes' /dev/shm (pull/1230, 1256); tmpfs pages count against the pod's memory
 CACHE = "400Gi"
 STARTUP_BUDGET_S = 3600  # model download + DeepEP in-pod build + weight load
 
