@@ -146,7 +146,9 @@ def _run(out: Any, req: LaunchRequest, plan: dict[str, Any], rp: Any) -> int:
         return exitcodes.TAKEDOWN_INCOMPLETE
     if interrupted is not None or outcome.status == "interrupted":
         if interrupted is not None:
-            out.interrupted(signal_name(interrupted), "what epdoctor applied is handled as said above")
+            out.interrupted(
+                signal_name(interrupted), "what epdoctor applied is handled as said above"
+            )
         return exitcodes.INTERRUPTED
     if outcome.status == "error":
         if not _applied(outcome):
@@ -266,6 +268,7 @@ def run_down(args: argparse.Namespace) -> int:
     when the API could not be read (nothing deleted), 3 when something is left (the take-down
     is incomplete). A signal while the deletion runs is held until it ends."""
     from epdoctor.launch.config import load_plan
+    from epdoctor.launch.kube_down import down_plan, take_down_held
     from epdoctor.launch.kube_launch import connect, is_kube_plan, namespace
     from epdoctor.launch.kube_objects import load_objects
     from epdoctor.reports.launch_text import LaunchView
@@ -282,7 +285,7 @@ def run_down(args: argparse.Namespace) -> int:
         ns = namespace(args.namespace, plan, session)
         objects = load_objects(plan, args.plan, ns, lint=False)
         try:
-            plan_lines = _down_plan(api, objects, ns)
+            plan_lines = down_plan(api, objects, ns)
         except TargetError as exc:
             raise api_failed(exc, "nothing was deleted") from None
         except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
@@ -310,7 +313,7 @@ def run_down(args: argparse.Namespace) -> int:
                 out.print("nothing deleted")
                 return exitcodes.OK
         t0 = time.monotonic()
-        done, signals = _take_down_held(api, objects, args.timeout)
+        done, signals = take_down_held(api, objects, args.timeout)
         if out.json:
             print(json.dumps({"namespace": ns, "name": objects.name, "dry_run": False,
                               "plan": plan_lines, "done": list(done), "left": done.left,
@@ -329,56 +332,3 @@ def run_down(args: argparse.Namespace) -> int:
         return exitcodes.INTERRUPTED if signals else exitcodes.OK
     finally:
         session.close()
-
-
-def _down_plan(api: Any, objects: Any, ns: str) -> list[str]:
-    """What `run down` would do with each of the plan's objects, read from the API."""
-    from epdoctor.launch.kube_objects import managers, owned
-    from epdoctor.targets.kube_apply import kind_of
-
-    lines = []
-    for plural, name in objects.refs():
-        live = api.read(plural, ns, name)
-        label = f"{kind_of(plural).lower()}/{name}"
-        if live is None:
-            lines.append(f"not there: {label}")
-        elif owned(live):
-            lines.append(f"delete:    {label}")
-        else:
-            lines.append(
-                f"leave:     {label} (epdoctor did not apply it; field managers: {managers(live)})"
-            )
-    return lines
-
-
-def _take_down_held(api: Any, objects: Any, timeout_s: float) -> tuple[Any, list[str]]:
-    """take_down on a worker thread; Ctrl-C, SIGTERM or SIGHUP on this thread is noted and
-    the deletion finishes (a half-done take-down is what a signal must not leave)."""
-    from epdoctor.launch.guard import signal_name
-    from epdoctor.launch.kube_rollout import TakeDown, take_down
-
-    result: list[Any] = []
-    failed: list[BaseException] = []
-    done = threading.Event()
-
-    def work() -> None:
-        try:
-            result.append(take_down(api, objects, timeout_s, None))
-        except BaseException as exc:  # reported below as what was left
-            failed.append(exc)
-        finally:
-            done.set()
-
-    signals: list[str] = []
-    threading.Thread(target=work, name="take-down", daemon=True).start()
-    while not done.is_set():
-        try:
-            _wait(done)
-        except KeyboardInterrupt as exc:
-            signals.append(signal_name(exc))
-    if result:
-        return result[0], signals
-    td = TakeDown()
-    td.append(f"the take-down stopped: {failed[0] if failed else 'no result'}")
-    td.left.append("unknown (the take-down did not finish)")
-    return td, signals
