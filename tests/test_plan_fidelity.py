@@ -220,7 +220,10 @@ def test_kernel_tests_are_bounded_and_gpu_initiated_proves_gdaki(tmp_path, capsy
     proxy, _ = _plan(tmp_path, capsys, "vllm-proxy")
     assert "gin GDAKI: createContext done" in gda["commands"]["kernel_test"]
     assert "gin GDAKI" not in proxy["commands"]["kernel_test"]
-    assert "fabric is efa-direct" in proxy["commands"]["kernel_test"]
+    # the recipes' provider check (run-kernel-test.sh, #1230 and #1240)
+    assert "grep -q -iE 'efa-direct|Selected Provider is efa'" in proxy["commands"]["kernel_test"]
+    # the written script waits for the pods to be idle (Ready under RUN_SERVE=0) first
+    assert "kubectl -n default wait --for=condition=Ready pod" in files["kubernetes/kernel-test.sh"]
     assert 'timeout -k 30 "${KERNEL_TEST_TIMEOUT:-600}"' in files["kubernetes/kernel-test.sh"]
     env = {e["name"]: e["value"] for e in proxy["env"]}
     assert env["VLLM_DEEPEP_V2_ALLOW_HYBRID_MODE"] == "1"  # as both recipes serve (E410)

@@ -20,6 +20,7 @@ SGLANG_DIST_PORT = 5757
 DEEPEP_ROOT = "/opt/DeepEP"
 NCCL_EP_PROBE = "/opt/recipe/probe_nccl_ep.py"
 BANNER = "fabric is efa-direct"
+PROVIDER_PROOF = "efa-direct|Selected Provider is efa"
 SMOKE_PROMPT = "In one sentence, what is expert parallelism in a Mixture-of-Experts model?"
 
 
@@ -143,13 +144,18 @@ GDAKI_PROOF = "gin GDAKI: createContext done"
 def kernel_test_command(
     engine: str, nodes: int, gpus: int, world: int, experts: int, transport: str = ""
 ) -> str:
-    """One process per node; passes only on exit 0 AND the efa-direct banner (and, for
-    EFA-GDA, the GDAKI context line)."""
+    """One process per node; passes only on exit 0 AND the EFA provider banner (and, for
+    EFA-GDA, the GDAKI context line; for SGLang, DeepEP's `passed`)."""
     run = kernel_run_command(engine, nodes, gpus, world, experts, bounded=True)
-    proofs = [] if nodes == 1 else [BANNER]
+    # the recipes' own check of the provider banner: `grep -qiE "efa-direct|Selected Provider is
+    # efa"` (vLLM run-kernel-test.sh, #1230; TensorRT-LLM's, #1240); DeepEP's V1 tests print
+    # `passed` for their correctness checks (the SGLang sample's README, #1215)
+    proofs = [] if nodes == 1 else ["-iE " + shlex.quote(PROVIDER_PROOF)]
+    if engine == "sglang":
+        proofs.append("-w passed")
     if transport == "efa-gda":
-        proofs.append(GDAKI_PROOF)
-    checks = "".join(f" && grep -q {shlex.quote(p)} {KERNEL_LOG}" for p in proofs)
+        proofs.append(shlex.quote(GDAKI_PROOF))
+    checks = "".join(f" && grep -q {p} {KERNEL_LOG}" for p in proofs)
     # braces: a run of several commands (cd, then each test) writes all of its output there
     return f"{{ {run}; }} > {KERNEL_LOG} 2>&1{checks}"
 

@@ -108,6 +108,9 @@ def kube_scripts(plan: Plan) -> dict[str, str]:
             f"delete pod -l app.kubernetes.io/name={plan.name}` (the StatefulSet updates "
             "OnDelete: its pods restart together), and the same with RUN_SERVE=1 to serve.",
             [
+                # idle (Ready under RUN_SERVE=0) only after the in-pod build and the image gate
+                f"kubectl -n {ns} wait --for=condition=Ready pod "
+                f"-l app.kubernetes.io/name={plan.name} --timeout={manifests.STARTUP_BUDGET_S}s",
                 "pids=()",
                 f"for pod in {pods}; do",
                 f'  kubectl -n {ns} exec "$pod" -- bash -c {shlex.quote(kernel)} &',

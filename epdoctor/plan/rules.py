@@ -282,9 +282,10 @@ def measured(c: Ctx) -> Iterator[Reason]:
         yield _r(
             "M508",
             Level.INFO,
-            "The reference recipes' end-to-end runs used an earlier substrate; the current pins "
-            "(installer-bundled plugin, DeepEP fork 97d8f9bc) were verified at build and "
-            "symbol level: the kernel test gate comes before serve.",
+            "The reference recipes' end-to-end runs used an earlier substrate, and no recipe "
+            "built this combination (installer-bundled plugin, DeepEP fork 97d8f9bc, vLLM "
+            "e2f993dc4) as one image: the image gate and the kernel test, before serve, are "
+            "the evidence.",
         )
 
 
@@ -379,8 +380,9 @@ def vllm_pin_served(c: Ctx) -> Iterator[Reason]:
             f"verified at interface level only: --vllm-pin {c.engine.vllm_graphs_pin} follows "
             "it as a caveat"
             + (
-                " (the Dynamo recipe measured that line failing on this substrate with "
-                "CUDA_ERROR_LAUNCH_FAILED, 719, and ai-dynamo 1.3.1 targets vLLM 0.23)."
+                " (the Dynamo recipe saw that line fault with CUDA_ERROR_LAUNCH_FAILED, 719, "
+                "under ai-dynamo 1.4.2 on its earlier substrate, unmeasured on the current one; "
+                "ai-dynamo 1.3.1 targets vLLM 0.23)."
                 if c.engine.key == "dynamo"
                 else "."
             ),
@@ -458,7 +460,9 @@ def engine_notes(c: Ctx) -> Iterator[Reason]:
             "D803",
             Level.INFO,
             "The pods preload the NVSHMEM 3.7.0 host library (LD_PRELOAD) so torch's pip 3.4.5 "
-            "copy cannot load first: DeepEP's device code is built against 3.7.0.",
+            "copy cannot load first: DeepEP's device code is built against 3.7.0. The path is "
+            "under the sample's /opt/nvshmem (its verify-image.sh); the file's exact place in "
+            "that tree is not verified here.",
         )
         yield _r(
             "D805",
