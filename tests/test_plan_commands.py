@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -115,7 +116,8 @@ def test_model_path_with_spaces_is_one_argument(stand_ins, tmp_path):
     p = make_plan(PlanInput(model=str(model)))
     (leader,) = stand_ins(p.commands.leader, 0)
     assert leader["argv"][1] == str(model)
-    assert json.loads(p.commands.smoke.split("-d ", 1)[1].strip("'"))["model"] == str(model)
+    body = shlex.split(p.commands.smoke.split("-d ", 1)[1].split(')" && ', 1)[0])[0]
+    assert json.loads(body)["model"] == str(model)
 
 
 def test_the_launcher_reads_what_the_plan_writes(tmp_path):

@@ -300,3 +300,36 @@ def test_trtllm_smoke_asks_the_routing_question(tmp_path, capsys, content, rc):
     r = subprocess.run(["bash", "-euo", "pipefail", "-c", smoke], env=env, capture_output=True,
                        text=True, timeout=30)  # fmt: skip
     assert r.returncode == rc, r.stderr
+
+
+@pytest.mark.parametrize(
+    "reply, rc",
+    [('{"choices":[{"message":{"content":"EP"}}],"usage":{"completion_tokens":3}}', 0),
+     ('{"choices":[{"message":{"content":"EP"}}]}', 1)],
+)  # fmt: skip
+def test_smoke_fails_a_reply_without_usage(tmp_path, capsys, reply, rc):
+    """HTTP 200 without a usage object is a failure (E703), as the vLLM recipe's probe counts
+    it: the written smoke checks more than curl's status."""
+    import os
+    import subprocess
+
+    plan, _ = _plan(tmp_path, capsys, "vllm-proxy")
+    curl = tmp_path / "bin" / "curl"
+    curl.parent.mkdir()
+    curl.write_text(f"#!/bin/sh\necho '{reply}'\n")
+    curl.chmod(0o755)
+    env = {**os.environ, "PATH": f"{curl.parent}:{os.environ['PATH']}"}
+    r = subprocess.run(["bash", "-euo", "pipefail", "-c", plan["commands"]["smoke"]], env=env,
+                       capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert r.returncode == rc, r.stderr
+
+
+def test_idle_pods_are_ready_only_after_the_build_and_the_gate(tmp_path, capsys):
+    """Under RUN_SERVE=0 the probe reads a file written just before the pod idles, not
+    `pgrep sleep` (the leader lookup's retry sleep would match it)."""
+    _, files = _plan(tmp_path, capsys, "vllm-proxy")
+    container = _container(files)
+    probe = container["readinessProbe"]["exec"]["command"][-1]
+    script = container["command"][-1]
+    assert "test -f /tmp/epdoctor-idle" in probe and "pgrep -x sleep" not in probe
+    assert script.index("image_gate") < script.index("touch /tmp/epdoctor-idle")

@@ -110,10 +110,19 @@ def _efa(plan: Plan) -> list[str]:
     ]
     if plan.gin_type is not None:
         symbol = "ncclGinPlugin_v14" if plan.gin_type == 5 else "ncclGinPlugin_v13"
+        # _v14 also on the proxy, as the vLLM recipe gates (pull/1230, Dockerfile Layer 2): a
+        # pre-1.21 plugin exports _v11/_v13 only (aws-ofi-nccl@v1.20.0:src/rdma/gin/
+        # nccl_ofi_gin_api.cpp:514,543; v1.21.1 adds _v14 at nccl_ofi_gin_gdaki.cpp:1225)
+        also = (
+            f" \\\n    && nm -D --defined-only {gate.PLUGIN} | grep -c ncclGinPlugin_v14"
+            if symbol != "ncclGinPlugin_v14"
+            else ""
+        )
         out += [
             f"# Fail the build when the bundled plugin has no {symbol} (GIN type {plan.gin_type}, N102)",
-            "# or was compiled without GDRCopy (N103): GIN then fails at serve with ginType NONE.",
-            f"RUN nm -D --defined-only {gate.PLUGIN} | grep -c {symbol} \\",
+            "# or is older than 1.21 (no _v14 table), or was compiled without GDRCopy (N103): GIN",
+            "# then fails at serve with ginType NONE.",
+            f"RUN nm -D --defined-only {gate.PLUGIN} | grep -c {symbol}{also} \\",
             f"    && ! grep -q -a 'GDRCopy support not available at compile time' {gate.PLUGIN}",
         ]
     return out

@@ -220,13 +220,16 @@ def smoke_command(model: str, served_name: str | None = None, engine: str = "") 
         f'curl -sf --max-time 300 "http://${{LEADER_ADDR:-127.0.0.1}}:{PORT}/v1/chat/completions" '
         f"-H 'content-type: application/json' -d {shlex.quote(body)}"
     )
-    if not answer:
-        return curl
-    # a here-string, not a pipe: grep -q ending early must not fail the line under pipefail
-    return (
-        f'reply="$({curl})" && printf \'%s\\n\' "$reply" && grep -q {answer} <<<"$reply" '
-        f'|| {{ echo "FAIL: the reply does not say {answer}: expert routing is wrong" >&2; exit 1; }}'
+    # a here-string, not a pipe: grep -q ending early must not fail the line under pipefail.
+    # HTTP 200 without a usage object is a failure, as the vLLM recipe's probe counts it (E703).
+    check = (
+        f'grep -q {answer} <<<"$reply" || {{ echo "FAIL: the reply does not say {answer}: expert '
+        'routing is wrong" >&2; exit 1; }'
+        if answer
+        else 'grep -q \'"completion_tokens"\' <<<"$reply" || { echo "FAIL: HTTP 200 without a '
+        'usage object" >&2; exit 1; }'
     )
+    return f'reply="$({curl})" && printf \'%s\\n\' "$reply" && {check}'
 
 
 def kernel_test_experts(world: int, model_experts: int | None) -> int:

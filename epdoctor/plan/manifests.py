@@ -32,6 +32,10 @@ EFA_RESOURCE = "vpc.amazonaws.com/efa"
 GPU_RESOURCE = "nvidia.com/gpu"
 SHM = "128Gi"  # the recipes' /dev/shm (pull/1230, 1256); tmpfs pages count against the pod's memory
 CACHE = "400Gi"
+# Idle (RUN_SERVE=0) is Ready only once the in-pod build and the image gate are through: a
+# file the script writes just before it idles (a `pgrep sleep` would also match the leader
+# lookup's retry sleep), as the TensorRT-LLM recipe's probe does (pull/1240).
+IDLE_MARK = "/tmp/epdoctor-idle"
 STARTUP_BUDGET_S = 3600  # model download + DeepEP in-pod build + weight load
 
 # What each engine's non-leader process looks like to pgrep; the bracket keeps
@@ -59,7 +63,7 @@ def labels(plan: Plan) -> dict[str, str]:
 def readiness_script(plan: Plan) -> str:
     """Ready = serving for the leader, engine alive for a worker; idle when RUN_SERVE=0."""
     return (
-        'if [ "${RUN_SERVE:-1}" != 1 ]; then pgrep -x sleep >/dev/null; exit; fi; '
+        f'if [ "${{RUN_SERVE:-1}}" != 1 ]; then test -f {IDLE_MARK}; exit; fi; '
         + _serving_probe(plan)
     )
 
@@ -117,7 +121,8 @@ def container_script(plan: Plan) -> str:
     lines += [
         # RUN_SERVE=0 keeps the pod idle with its GPUs free for the kernel test (which needs
         # the DeepEP build above, so it comes first).
-        'if [ "${RUN_SERVE:-1}" != 1 ]; then echo "RUN_SERVE=0: idle for the kernel test"; exec sleep infinity; fi',
+        'if [ "${RUN_SERVE:-1}" != 1 ]; then echo "RUN_SERVE=0: idle for the kernel test"; '
+        f"touch {IDLE_MARK}; exec sleep infinity; fi",
     ]
     if c.worker:
         lines += [

@@ -454,7 +454,9 @@ def engine_notes(c: Ctx) -> Iterator[Reason]:
             "SGLang): it removes the base image's IBGDA deep_ep, which would shadow the EFA build. "
             "The kernel test runs DeepEP's tests/ from $DEEPEP_SRC (default /opt/DeepEP): set it "
             "to where that image keeps the DeepEP source (not verified here: the sample's "
-            "Dockerfile is not in the public store).",
+            "Dockerfile is not in the public store). With no image of epdoctor's, no image gate "
+            "runs in the pods: run the sample's recipe/verify-image.sh on the built image first "
+            "(deep_ep from its venv, NVSHMEM 3.7.0 everywhere, the plugin by NCCL's name).",
         )
         yield _r(
             "D803",
