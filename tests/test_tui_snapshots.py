@@ -40,6 +40,12 @@ async def _diagnosed(pilot) -> None:
     if screen is not None and screen is app.screen:  # drawn, not only diagnosed
         summary = screen.query_one("#target-summary")
         await _until(pilot, lambda: "failing" in str(summary.render()))
+        # every row in, then the columns sized to them: a loaded machine draws them late
+        from textual.widgets import DataTable
+
+        tables = list(screen.query(DataTable))
+        await _until(pilot, lambda: all(t.row_count >= 3 for t in tables[:1]))
+        await pilot.wait_for_scheduled_animations()
     await pilot.pause(0.5)
 
 
