@@ -607,23 +607,25 @@ def test_an_nccl_error_trail_alone_still_fails(tmp_path):
     """NCCL prints `file.cc:N -> rc` only for a real error return (checks.h): a log whose only
     trouble is that trail failed. Through bootstrap or socket code it is the bootstrap's sockets
     (T802, T803 the other candidate); 7 is ncclInProgress, not an error."""
-    boot = tmp_path / "boot.log"
-    boot.write_text(
+    boot = _failing(
+        tmp_path,
         "h1:2330:2658 [2] NCCL INFO Using network IBext\n"
         "h1:2330:2658 [2] NCCL INFO misc/socket.cc:567 -> 2\n"
-        "h1:2330:2658 [2] NCCL INFO bootstrap.cc:270 -> 2\n"
+        "h1:2330:2658 [2] NCCL INFO bootstrap.cc:270 -> 2\n",
     )
-    a = analyze_paths([str(boot)], Context(options={"expect_efa": False}), parallel=False)
-    codes = [f.code for f in a.findings if f.status is Status.FAIL]
-    assert codes[:2] == ["T802", "T803"], a.findings
-    other = tmp_path / "other.log"
-    other.write_text("h1:20:67 [0] NCCL INFO init.cc:1200 -> 3\n")
-    a = analyze_paths([str(other)], Context(options={"expect_efa": False}), parallel=False)
-    assert [f.code for f in a.findings if f.status is Status.FAIL] == ["N204"], a.findings
-    busy = tmp_path / "busy.log"
-    busy.write_text("h1:20:67 [0] NCCL INFO init.cc:1200 -> 7\n")
-    a = analyze_paths([str(busy)], Context(options={"expect_efa": False}), parallel=False)
-    assert not [f for f in a.findings if f.status is Status.FAIL], a.findings
+    assert boot[:2] == ["T802", "T803"], boot
+    other = _failing(tmp_path, "h1:20:67 [0] NCCL INFO init.cc:1200 -> 3\n")
+    assert other == ["N204"], other
+    busy = _failing(tmp_path, "h1:20:67 [0] NCCL INFO init.cc:1200 -> 7\n")
+    assert not busy, busy
+
+
+def _failing(tmp_path, text: str) -> list[str]:
+    """The codes of a log's fail findings, where EFA is not the goal."""
+    log = tmp_path / "trail.log"
+    log.write_text(text)
+    a = analyze_paths([str(log)], Context(options={"expect_efa": False}), parallel=False)
+    return [f.code for f in a.findings if f.status is Status.FAIL]
 
 
 def test_only_the_first_bootstrap_interface_is_the_one_nccl_listens_on(tmp_path):
@@ -658,11 +660,9 @@ def test_a_missing_devcomm_symbol_is_the_gin_floor_or_an_older_nccl_than_torch_w
 ):
     """The import error's library decides (often on the line before): DeepEP's below the GIN
     floor (L101) or libtorch_cuda.so built against a newer NCCL than the one loaded (L802)."""
-    log = tmp_path / "import.log"
-    log.write_text(
+    codes = _failing(
+        tmp_path,
         "ImportError: /usr/local/lib/python3.12/dist-packages/torch/lib/libtorch_cuda.so:\n"
-        "  undefined symbol: ncclDevCommDestroy\n"
+        "  undefined symbol: ncclDevCommDestroy\n",
     )
-    a = analyze_paths([str(log)], Context(options={"expect_efa": False}), parallel=False)
-    codes = [f.code for f in a.findings if f.status is Status.FAIL]
-    assert set(codes[:2]) == {"L101", "L802"}, a.findings
+    assert set(codes[:2]) == {"L101", "L802"}, codes

@@ -136,8 +136,7 @@ def build(facts: LogFacts, event_codes: dict[str, tuple[str, Status]]) -> Triage
 # NCCL's return trail (`bootstrap.cc:270 -> 2`): printed only for a real error return (checks.h),
 # 1-6 are the error codes (7 is ncclInProgress). Context for the line that caused it; where the
 # log holds no such line (a fragment, a cut WARN), the trail itself says the run failed.
-_ERROR_TRAIL = re.compile(r"\b(?P<file>[\w.-]+)\.(?:cc|cpp|cu|h):\d+ -> [1-6]\b")
-_BOOTSTRAP_FILES = ("bootstrap", "socket")
+_ERROR_TRAIL = re.compile(r"\b[\w.-]+\.(?:cc|cpp|cu|h):\d+ -> [1-6]\b")
 BOOTSTRAP_TRAIL_RULE = "nccl_bootstrap_error_trail"  # its [[log]] rule in T802.toml
 
 
@@ -152,12 +151,11 @@ def _error_trail(facts: LogFacts) -> Incident | None:
     ]  # fmt: skip
     if not lines:
         return None
-    boot = next(
-        (t for t in lines if _ERROR_TRAIL.search(t.text)["file"] in _BOOTSTRAP_FILES), None
-    )
+    # which trails are the bootstrap's: the T802 rule's own pattern, from the one table
+    rule = next(r for r in triage.ALL_RULES if r.id == BOOTSTRAP_TRAIL_RULE)
+    boot = next((t for t in lines if rule.rx.search(t.text)), None)
     if boot is not None:
-        rule = next(r for r in knowledge.log_rules() if r.id == BOOTSTRAP_TRAIL_RULE)
-        v = triage.Verdict(triage.SYMPTOM, triage.ERROR, "nccl", rule.code, rule.title,
+        v = triage.Verdict(triage.SYMPTOM, triage.ERROR, "nccl", rule.code, rule.what,
                            rule=rule.id)  # fmt: skip
         cause = dataclasses.replace(boot, verdict=v)
     else:

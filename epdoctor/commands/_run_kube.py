@@ -97,6 +97,7 @@ def _run(out: Any, req: LaunchRequest, plan: dict[str, Any], rp: Any) -> int:
     """The rollout's launch session on a worker thread; this thread draws and turns Ctrl-C
     into stop()."""
     from epdoctor.launch.guard import signal_name
+    from epdoctor.launch.kube_down import sleep_until
     from epdoctor.launch.kube_launch import launch_of
     from epdoctor.launch.session import Session
     from epdoctor.logwatch import log_watch_factory
@@ -129,7 +130,7 @@ def _run(out: Any, req: LaunchRequest, plan: dict[str, Any], rp: Any) -> int:
         out.print("[yellow]stopping: deleting what was applied...[/yellow]" if not rp.options.keep
                   else "[yellow]stopping (--keep: nothing is deleted)...[/yellow]")  # fmt: skip
         session.stop()
-        _wait(done)
+        sleep_until(done)
     outcome = result[0] if result else None
     if outcome is None or outcome.result is None:
         why = outcome.error if outcome else ""
@@ -178,21 +179,16 @@ def _applied(outcome: Any) -> bool:
     return not any(line == "nothing was applied" for line in outcome.stopped)
 
 
-def _wait(done: threading.Event) -> None:
-    # Sleep-and-look, not Thread.join(): a signal handler's KeyboardInterrupt inside join() can
-    # leave the thread marked as ended while it still runs (CPython 3.11).
-    while not done.is_set():
-        time.sleep(0.1)
-
-
 def _draw(out: Any, board: Any, plain: bool, done: threading.Event) -> None:
+    from epdoctor.launch.kube_down import sleep_until
+
     if plain or out.json:
-        _wait(done)
+        sleep_until(done)
         return
     from rich.live import Live
 
     with Live(board, console=out.console, refresh_per_second=4, transient=False):
-        _wait(done)
+        sleep_until(done)
 
 
 class _Sinks:

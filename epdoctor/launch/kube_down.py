@@ -8,6 +8,13 @@ import time
 from typing import Any
 
 
+def sleep_until(done: threading.Event) -> None:
+    """Sleep-and-look, not Thread.join(): a signal handler's KeyboardInterrupt inside join() can
+    leave the thread marked as ended while it still runs (CPython 3.11)."""
+    while not done.is_set():
+        time.sleep(0.1)
+
+
 def down_plan(api: Any, objects: Any, ns: str) -> list[str]:
     """What `run down` would do with each of the plan's objects, read from the API."""
     from epdoctor.launch.kube_objects import managers, owned
@@ -50,9 +57,7 @@ def take_down_held(api: Any, objects: Any, timeout_s: float) -> tuple[Any, list[
     threading.Thread(target=work, name="take-down", daemon=True).start()
     while not done.is_set():
         try:
-            # sleep-and-look, not Thread.join(): a KeyboardInterrupt inside join() can leave
-            # the thread marked as ended while it still runs (CPython 3.11)
-            time.sleep(0.1)
+            sleep_until(done)
         except KeyboardInterrupt as exc:
             signals.append(signal_name(exc))
     if result:

@@ -11,13 +11,16 @@ not apply them (then the launch runs in those pods, as before, and ``Attach`` sa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from epdoctor.launch.http import DefaultURL
 from epdoctor.launch.kube_objects import load_objects, managers, owned, plan_name, plan_namespace
 from epdoctor.launch.kube_rollout import NotEpdoctors, RolloutOptions, RolloutPlan, prepare
 from epdoctor.model import EpdoctorError
 from epdoctor.requests import KernelTestOptions, LaunchRequest, ServeOptions
+
+if TYPE_CHECKING:
+    from epdoctor.launch.prepared import Launch
 
 __all__ = ["Attach", "DefaultURL", "RolloutPlan", "from_request", "launch_of"]
 
@@ -75,7 +78,7 @@ def from_request(req: LaunchRequest, plan: dict[str, Any]) -> RolloutPlan | Atta
             session.close()
 
 
-def launch_of(req: LaunchRequest | None, plan: dict[str, Any], rp: RolloutPlan) -> Any:
+def launch_of(req: LaunchRequest | None, plan: dict[str, Any], rp: RolloutPlan) -> Launch:
     """The rollout as the Launch the session runs (the same for both front ends)."""
     from epdoctor.launch.prepared import Launch
 

@@ -173,8 +173,10 @@ class RolloutPlan:
     def kernel_command(self) -> str:
         """The plan's kernel test with the rendezvous variables the manifest's script sets."""
         # the address is checked (kube_objects) and quoted: a manifest is untrusted input
+        from epdoctor.plan.manifests import POD_RANK
+
         resolve = (
-            'NODE_RANK="${POD_INDEX:-${HOSTNAME##*-}}"; LEADER_ADDR="$(getent hosts '
+            f'NODE_RANK="{POD_RANK}"; LEADER_ADDR="$(getent hosts '
             f"{shlex.quote(self.objects.leader_address)} | awk '{{print $1; exit}}')\"; "
             "export NODE_RANK LEADER_ADDR; "
         )

@@ -19,7 +19,6 @@ DEEPEP_TEST_PORT = 8361
 SGLANG_DIST_PORT = 5757
 DEEPEP_ROOT = "/opt/DeepEP"
 NCCL_EP_PROBE = "/opt/recipe/probe_nccl_ep.py"
-BANNER = "fabric is efa-direct"
 PROVIDER_PROOF = "efa-direct|Selected Provider is efa"
 SMOKE_PROMPT = "In one sentence, what is expert parallelism in a Mixture-of-Experts model?"
 
